@@ -1,0 +1,190 @@
+//! `memory://NAME`: an in-process store for unit tests and examples. Clients that open the same NAME share it.
+//! Its clock is tokio's, so tests can pause and advance time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held, unix_micros};
+use crate::error::Result;
+
+#[derive(Debug, Default)]
+struct Record {
+    holder: Option<String>,
+    expires: Option<Instant>,
+    counter: u64,
+}
+
+impl Record {
+    fn live_holder(&self, now: Instant) -> Option<&str> {
+        match (self.holder.as_deref(), self.expires) {
+            (Some(h), Some(e)) if e > now => Some(h),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Store {
+    locks: Mutex<HashMap<String, Record>>,
+    fences: Mutex<HashMap<String, (u64, Vec<u8>)>>,
+    released: Notify,
+}
+
+static STORES: LazyLock<Mutex<HashMap<String, Arc<Store>>>> = LazyLock::new(Default::default);
+
+/// The in-process backend.
+#[derive(Debug)]
+pub(crate) struct MemoryBackend {
+    store: Arc<Store>,
+    url: String,
+}
+
+impl MemoryBackend {
+    /// The store called `name`, shared by every client in this process that opens it.
+    pub(crate) fn named(name: &str) -> Self {
+        let store = STORES.lock().unwrap().entry(name.to_string()).or_default().clone();
+        MemoryBackend { store, url: format!("memory://{name}") }
+    }
+
+    fn locks(&self) -> std::sync::MutexGuard<'_, HashMap<String, Record>> {
+        self.store.locks.lock().unwrap()
+    }
+
+}
+
+#[async_trait]
+impl Backend for MemoryBackend {
+    fn capability(&self) -> Capability {
+        Capability { fencing: true, native_wait: true, fair: false, session_bound: false }
+    }
+
+    fn describe(&self) -> &str {
+        &self.url
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest, _ticket: &mut Option<Ticket>) -> Result<Attempt> {
+        let now = Instant::now();
+        let mut locks = self.locks();
+        let rec = locks.entry(req.name.clone()).or_default();
+        if let Some(h) = rec.live_holder(now) {
+            if h != req.holder {
+                return Ok(Attempt::Busy(Busy { holder_ttl: rec.expires.map(|e| e - now) }));
+            }
+        }
+        // A missing counter starts at the clock, like the persistent backends.
+        rec.counter = if rec.counter == 0 { unix_micros() } else { rec.counter + 1 };
+        rec.holder = Some(req.holder.clone());
+        rec.expires = Some(now + req.ttl);
+        Ok(Attempt::Acquired(Grant {
+            name: req.name.clone(),
+            holder: req.holder.clone(),
+            token: rec.counter,
+            key: None,
+        }))
+    }
+
+    async fn wait(
+        &self,
+        req: &AcquireRequest,
+        busy: &Busy,
+        _ticket: &mut Option<Ticket>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let notified = self.store.released.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.locks().get(&req.name).and_then(|r| r.live_holder(Instant::now())).is_none() {
+            return Ok(());
+        }
+        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(Duration::from_secs(1));
+        if let Some(d) = deadline {
+            until = until.min(d);
+        }
+        let _ = tokio::time::timeout_at(until, notified).await;
+        Ok(())
+    }
+
+    async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
+        let now = Instant::now();
+        let mut locks = self.locks();
+        match locks.get_mut(&grant.name) {
+            Some(rec) if rec.live_holder(now) == Some(&grant.holder) && rec.counter == grant.token => {
+                rec.expires = Some(now + ttl);
+                Ok(())
+            }
+            _ => Err(lock_lost(grant, &self.url)),
+        }
+    }
+
+    async fn release(&self, grant: &Grant) -> Result<()> {
+        let now = Instant::now();
+        {
+            let mut locks = self.locks();
+            match locks.get_mut(&grant.name) {
+                Some(rec) if rec.live_holder(now) == Some(&grant.holder) && rec.counter == grant.token => {
+                    rec.holder = None;
+                    rec.expires = None;
+                }
+                _ => return Err(not_held(grant, &self.url)),
+            }
+        }
+        self.store.released.notify_waiters();
+        Ok(())
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        let mut locks = self.locks();
+        if let Some(rec) = locks.get_mut(&req.name).filter(|r| r.holder.as_deref() == Some(&req.holder)) {
+            rec.holder = None;
+            rec.expires = None;
+        }
+        drop(locks);
+        self.store.released.notify_waiters();
+        Ok(())
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        let now = Instant::now();
+        let freed = match self.locks().get_mut(name) {
+            Some(rec) if rec.live_holder(now).is_some() => {
+                rec.holder = None;
+                rec.expires = None;
+                true
+            }
+            _ => false,
+        };
+        self.store.released.notify_waiters();
+        Ok(freed)
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        let now = Instant::now();
+        let locks = self.locks();
+        let rec = locks.get(name);
+        let holder = rec.and_then(|r| r.live_holder(now)).map(str::to_string);
+        Ok(LockInfo {
+            remaining: holder.as_ref().and(rec.and_then(|r| r.expires)).map(|e| e - now),
+            holder,
+            last_token: rec.map(|r| r.counter).filter(|&c| c > 0),
+        })
+    }
+
+    async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
+        let mut fences = self.store.fences.lock().unwrap();
+        let slot = fences.entry(resource.to_string()).or_default();
+        if token < slot.0 {
+            return Err(fenced(resource, &self.url, token, slot.0));
+        }
+        *slot = (token, value.to_vec());
+        Ok(())
+    }
+
+    async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
+        Ok(self.store.fences.lock().unwrap().get(resource).cloned().unwrap_or_default())
+    }
+}

@@ -1,0 +1,437 @@
+//! `redis://` / `rediss://`: Lua scripts on the Redisson RLock layout, so Redisson clients and fencelock exclude each
+//! other: hash `<name>` with field `<client uuid>:<owner>` = hold count, PEXPIRE ttl, release publishes `0` on
+//! `redisson_lock__channel:{name}`. The fence token is `INCR redisson_lock_token:{name}` in the acquire script.
+//!
+//! Waiters share one RESP3 pub/sub connection per client; a message they miss costs at most the holder's
+//! remaining TTL, the bound every wait uses.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, ProtocolVersion, PushInfo, PushKind, RedisError, Script, Value};
+use tokio::sync::{Mutex as AsyncMutex, Notify, OnceCell};
+use tokio::time::Instant;
+
+use super::{
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held, ttl_ms,
+};
+use crate::error::{Error, Result};
+use crate::options::ClientOptions;
+use crate::url::redact;
+
+/// Takes the lock if free, or if the record is ours (a grant whose reply was lost); the token counter is seeded
+/// from the server clock in µs when missing, so a restart without persistence does not send tokens backwards.
+/// KEYS: lock, token counter. ARGV: ttl ms, holder. Returns {1, token} or {0, pttl of the holder}.
+const ACQUIRE: &str = r"
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  if redis.call('exists', KEYS[2]) == 0 then
+    local t = redis.call('time')
+    redis.call('set', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+  local token = redis.call('incr', KEYS[2])
+  redis.call('del', KEYS[1])
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {1, token}
+end
+return {0, redis.call('pttl', KEYS[1])}
+";
+
+/// KEYS: lock. ARGV: ttl ms, holder. 1 if extended, 0 if no longer ours.
+const RENEW: &str = r"
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+";
+
+/// Compare-and-delete. KEYS: lock, channel. ARGV: holder. 1 if deleted, 0 if not ours.
+const RELEASE: &str = r"
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], 0)
+return 1
+";
+
+/// KEYS: lock, channel. Deletes whoever holds it (Redisson's forceUnlock does the same).
+const FORCE_RELEASE: &str = r"
+if redis.call('del', KEYS[1]) == 1 then
+  redis.call('publish', KEYS[2], 0)
+  return 1
+end
+return 0
+";
+
+/// KEYS: register. ARGV: token, value. nil if stored, else the higher accepted token.
+const FENCE_WRITE: &str = r"
+local cur = redis.call('hget', KEYS[1], 'token')
+if cur and tonumber(cur) > tonumber(ARGV[1]) then
+  return cur
+end
+redis.call('hset', KEYS[1], 'token', ARGV[1], 'value', ARGV[2])
+return false
+";
+
+fn token_key(name: &str) -> String {
+    format!("redisson_lock_token:{{{name}}}")
+}
+
+fn channel(name: &str) -> String {
+    format!("redisson_lock__channel:{{{name}}}")
+}
+
+fn fence_key(resource: &str) -> String {
+    format!("fencelock_fence:{{{resource}}}")
+}
+
+#[derive(Debug)]
+struct Scripts {
+    acquire: Script,
+    renew: Script,
+    release: Script,
+    force: Script,
+    fence_write: Script,
+}
+
+/// Release messages seen on one channel: waiters compare generations, so a message that lands between an attempt
+/// and the wait is not missed.
+#[derive(Debug, Default)]
+struct Channel {
+    generation: AtomicU64,
+    notify: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    waiters: usize,
+    confirmed: bool,
+    channel: Arc<Channel>,
+}
+
+/// The channels this client's waiters listen on, over one RESP3 connection.
+#[derive(Debug, Default)]
+struct Channels {
+    map: Mutex<HashMap<String, Entry>>,
+    // Serialises SUBSCRIBE/UNSUBSCRIBE so a late unsubscribe never undoes a newer subscribe.
+    order: AsyncMutex<()>,
+}
+
+impl Channels {
+    fn on_push(&self, push: PushInfo) {
+        let map = self.map.lock().unwrap();
+        let wake = |c: &Channel| {
+            c.generation.fetch_add(1, Ordering::SeqCst);
+            c.notify.notify_waiters();
+        };
+        match push.kind {
+            PushKind::Message | PushKind::SMessage => {
+                let ch = match push.data.first() {
+                    Some(Value::BulkString(ch)) => std::str::from_utf8(ch).ok(),
+                    _ => None,
+                };
+                if let Some(e) = ch.and_then(|ch| map.get(ch)) {
+                    wake(&e.channel);
+                }
+            }
+            // A reconnect may have dropped messages: every waiter re-checks.
+            PushKind::Disconnection => map.values().for_each(|e| wake(&e.channel)),
+            _ => {}
+        }
+    }
+}
+
+/// One waiter's interest in a channel; dropping the last one unsubscribes.
+#[derive(Debug)]
+struct Subscription {
+    channels: Arc<Channels>,
+    pubsub: ConnectionManager,
+    name: String,
+    channel: Arc<Channel>,
+}
+
+impl Subscription {
+    async fn open(channels: &Arc<Channels>, pubsub: &ConnectionManager, name: String) -> Result<Self, RedisError> {
+        let channel = {
+            let mut map = channels.map.lock().unwrap();
+            let e = map.entry(name.clone()).or_default();
+            e.waiters += 1;
+            e.channel.clone()
+        };
+        let sub = Subscription { channels: channels.clone(), pubsub: pubsub.clone(), name, channel };
+        let _order = channels.order.lock().await;
+        let confirmed = channels.map.lock().unwrap().get(&sub.name).is_some_and(|e| e.confirmed);
+        if !confirmed {
+            sub.pubsub.clone().subscribe(&sub.name).await?;
+            if let Some(e) = channels.map.lock().unwrap().get_mut(&sub.name) {
+                e.confirmed = true;
+            }
+        }
+        Ok(sub)
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let last = {
+            let mut map = self.channels.map.lock().unwrap();
+            let left = map.get_mut(&self.name).map(|e| {
+                e.waiters -= 1;
+                e.waiters
+            });
+            if left == Some(0) {
+                map.remove(&self.name);
+            }
+            left == Some(0)
+        };
+        if !last {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let (channels, mut conn, name) = (self.channels.clone(), self.pubsub.clone(), self.name.clone());
+            handle.spawn(async move {
+                let _order = channels.order.lock().await;
+                if !channels.map.lock().unwrap().contains_key(&name) {
+                    let _ = conn.unsubscribe(&name).await;
+                }
+            });
+        }
+    }
+}
+
+/// The single-Redis backend.
+#[derive(Debug)]
+pub(crate) struct RedisBackend {
+    conn: ConnectionManager,
+    client: Client,
+    pubsub: OnceCell<ConnectionManager>,
+    channels: Arc<Channels>,
+    scripts: Scripts,
+    url: String,
+    opts: ClientOptions,
+}
+
+fn manager_config(opts: &ClientOptions) -> ConnectionManagerConfig {
+    // Few retries with short timeouts: a dead server must cost a bounded time, not redis-rs's default backoff loop.
+    ConnectionManagerConfig::new()
+        .set_number_of_retries(1)
+        .set_connection_timeout(Some(opts.connect_timeout))
+        .set_response_timeout(Some(opts.request_timeout))
+}
+
+impl RedisBackend {
+    pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
+        let shown = redact(url);
+        let client = Client::open(url).map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
+        let conn = tokio::time::timeout(opts.connect_timeout, ConnectionManager::new_with_config(client.clone(), manager_config(opts)))
+            .await
+            .map_err(|_| Error::unavailable(format!("{shown}: no connection within {:?}", opts.connect_timeout)))?
+            .map_err(|e| Error::unavailable(format!("{shown}: cannot connect: {e}")))?;
+        Ok(RedisBackend {
+            conn,
+            client,
+            pubsub: OnceCell::new(),
+            channels: Arc::default(),
+            scripts: Scripts {
+                acquire: Script::new(ACQUIRE),
+                renew: Script::new(RENEW),
+                release: Script::new(RELEASE),
+                force: Script::new(FORCE_RELEASE),
+                fence_write: Script::new(FENCE_WRITE),
+            },
+            url: shown,
+            opts: opts.clone(),
+        })
+    }
+
+    fn err(&self, e: RedisError) -> Error {
+        if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+            Error::unavailable(format!("{}: {e}", self.url))
+        } else {
+            Error::internal(format!("{}: unexpected reply: {e}", self.url))
+        }
+    }
+
+    /// The shared RESP3 connection that carries every waiter's subscriptions, made on first use.
+    async fn pubsub(&self) -> Result<&ConnectionManager> {
+        self.pubsub
+            .get_or_try_init(|| async {
+                let info = self.client.get_connection_info().clone();
+                let redis = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
+                let client = Client::open(info.set_redis_settings(redis)).map_err(|e| self.err(e))?;
+                let channels = self.channels.clone();
+                let config = manager_config(&self.opts)
+                    .set_push_sender(move |push: PushInfo| -> Result<(), std::convert::Infallible> {
+                        channels.on_push(push);
+                        Ok(())
+                    })
+                    .set_automatic_resubscription();
+                ConnectionManager::new_with_config(client, config).await.map_err(|e| self.err(e))
+            })
+            .await
+    }
+
+    async fn release_script(&self, name: &str, holder: &str) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .release
+            .key(name)
+            .key(channel(name))
+            .arg(holder)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    fn capability(&self) -> Capability {
+        Capability { fencing: true, native_wait: true, fair: false, session_bound: false }
+    }
+
+    fn describe(&self) -> &str {
+        &self.url
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
+        // Remember which release messages were already seen, so `wait` returns at once for one that lands meanwhile.
+        if let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<(Subscription, u64)>()) {
+            sub.1 = sub.0.channel.generation.load(Ordering::SeqCst);
+        }
+        let (ok, n): (i64, i64) = self
+            .scripts
+            .acquire
+            .key(&req.name)
+            .key(token_key(&req.name))
+            .arg(ttl_ms(req.ttl))
+            .arg(&req.holder)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(if ok == 1 {
+            Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token: n as u64, key: None })
+        } else {
+            Attempt::Busy(Busy { holder_ttl: (n >= 0).then(|| Duration::from_millis(n as u64)) })
+        })
+    }
+
+    async fn wait(
+        &self,
+        req: &AcquireRequest,
+        busy: &Busy,
+        ticket: &mut Option<Ticket>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(Duration::from_millis(100));
+        if let Some(d) = deadline {
+            until = until.min(d);
+        }
+        if ticket.is_none() {
+            let pubsub = self.pubsub().await?;
+            let sub = Subscription::open(&self.channels, pubsub, channel(&req.name)).await.map_err(|e| self.err(e))?;
+            let seen = sub.channel.generation.load(Ordering::SeqCst);
+            *ticket = Some(Ticket::new((sub, seen)));
+            // Subscribed after the attempt: a release in between sent no message we could see, so look once.
+            let exists: bool =
+                redis::cmd("EXISTS").arg(&req.name).query_async(&mut self.conn.clone()).await.map_err(|e| self.err(e))?;
+            if !exists {
+                return Ok(());
+            }
+        }
+        let Some((sub, seen)) = ticket.as_mut().and_then(|t| t.get_mut::<(Subscription, u64)>()) else {
+            return Err(Error::internal("redis wait: foreign ticket"));
+        };
+        let notified = sub.channel.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if sub.channel.generation.load(Ordering::SeqCst) != *seen {
+            return Ok(());
+        }
+        let _ = tokio::time::timeout_at(until, notified).await;
+        Ok(())
+    }
+
+    async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
+        let n: i64 = self
+            .scripts
+            .renew
+            .key(&grant.name)
+            .arg(ttl_ms(ttl))
+            .arg(&grant.holder)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        if n == 1 { Ok(()) } else { Err(lock_lost(grant, &self.url)) }
+    }
+
+    async fn release(&self, grant: &Grant) -> Result<()> {
+        if self.release_script(&grant.name, &grant.holder).await? { Ok(()) } else { Err(not_held(grant, &self.url)) }
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        self.release_script(&req.name, &req.holder).await.map(drop)
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .force
+            .key(name)
+            .key(channel(name))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        let (fields, pttl, token): (HashMap<String, i64>, i64, Option<u64>) = redis::pipe()
+            .hgetall(name)
+            .pttl(name)
+            .get(token_key(name))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        let holder = fields.into_keys().next();
+        Ok(LockInfo {
+            remaining: holder.as_ref().and((pttl >= 0).then(|| Duration::from_millis(pttl as u64))),
+            holder,
+            last_token: token,
+        })
+    }
+
+    async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
+        let higher: Option<u64> = self
+            .scripts
+            .fence_write
+            .key(fence_key(resource))
+            .arg(token)
+            .arg(value)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        match higher {
+            None => Ok(()),
+            Some(h) => Err(fenced(resource, &self.url, token, h)),
+        }
+    }
+
+    async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
+        let (token, value): (Option<u64>, Option<Vec<u8>>) = redis::cmd("HMGET")
+            .arg(fence_key(resource))
+            .arg("token")
+            .arg("value")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok((token.unwrap_or(0), value.unwrap_or_default()))
+    }
+}

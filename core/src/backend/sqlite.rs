@@ -1,0 +1,263 @@
+//! `sqlite:PATH`: the embedded default. A row per lock in `fencelock_locks`; several processes on one host share the
+//! file. Every step is one statement, so SQLite's own locking makes it atomic; the fence counter stays in the row
+//! after release, so tokens never go backwards while the file lives (a new file seeds it from the clock).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use tokio::time::Instant;
+
+use super::{
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held,
+    unix_micros,
+};
+use crate::error::{Error, Result};
+use crate::options::ClientOptions;
+
+const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS fencelock_locks (
+        name TEXT PRIMARY KEY,
+        holder TEXT,
+        count INTEGER NOT NULL DEFAULT 0,
+        expires_at INTEGER NOT NULL DEFAULT 0,  -- unix µs
+        fence INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS fencelock_fences (
+        resource TEXT PRIMARY KEY,
+        token INTEGER NOT NULL,
+        value BLOB NOT NULL
+    );";
+
+// Free, expired or already ours (a grant whose reply was lost) → take it with the next token.
+const ACQUIRE: &str = "
+    INSERT INTO fencelock_locks (name, holder, count, expires_at, fence) VALUES (?1, ?2, 1, ?3 + ?4, ?3)
+    ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, count = 1, expires_at = excluded.expires_at,
+        fence = fence + 1
+    WHERE holder IS NULL OR expires_at <= ?3 OR holder = ?2
+    RETURNING fence";
+
+const FENCE_WRITE: &str = "
+    INSERT INTO fencelock_fences (resource, token, value) VALUES (?1, ?2, ?3)
+    ON CONFLICT (resource) DO UPDATE SET token = excluded.token, value = excluded.value
+    WHERE excluded.token >= token
+    RETURNING token";
+
+/// The embedded SQLite backend.
+#[derive(Debug)]
+pub(crate) struct SqliteBackend {
+    conn: Arc<Mutex<Connection>>,
+    url: String,
+    busy_deadline: Duration,
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+}
+
+fn micros(d: Duration) -> i64 {
+    d.as_micros() as i64
+}
+
+impl SqliteBackend {
+    pub(crate) async fn open(path: &str, opts: &ClientOptions) -> Result<Self> {
+        let url = format!("sqlite:{path}");
+        let owned = path.to_string();
+        let busy = opts.request_timeout;
+        let conn = tokio::task::spawn_blocking(move || -> rusqlite::Result<Connection> {
+            let conn = Connection::open(&owned)?;
+            conn.busy_timeout(busy)?;
+            Ok(conn)
+        })
+        .await
+        .map_err(|e| Error::internal(e.to_string()))?
+        .map_err(|e| Error::unavailable(format!("{url}: cannot open the database file: {e}")))?;
+        let backend = SqliteBackend { conn: Arc::new(Mutex::new(conn)), url, busy_deadline: opts.connect_timeout };
+        // WAL lets readers and one writer overlap; switching needs an exclusive moment, so it is retried on BUSY.
+        backend
+            .run(|c| {
+                c.pragma_update(None, "journal_mode", "WAL")?;
+                c.pragma_update(None, "synchronous", "NORMAL")?;
+                c.execute_batch(SCHEMA)
+            })
+            .await?;
+        Ok(backend)
+    }
+
+    /// Runs `f` on the connection off the async threads, retrying BUSY/LOCKED until the busy deadline.
+    async fn run<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Fn(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let conn = self.conn.clone();
+        let deadline = Instant::now() + self.busy_deadline;
+        let url = self.url.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                match f(&conn) {
+                    Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(rand::random_range(1..10)));
+                    }
+                    Err(e) if is_busy(&e) => return Err(Error::unavailable(format!("{url}: database busy: {e}"))),
+                    Err(e) => return Err(Error::internal(format!("{url}: {e}"))),
+                    Ok(v) => return Ok(v),
+                }
+            }
+        })
+        .await
+        .map_err(|e| Error::internal(e.to_string()))?
+    }
+}
+
+#[async_trait]
+impl Backend for SqliteBackend {
+    fn capability(&self) -> Capability {
+        Capability { fencing: true, native_wait: false, fair: false, session_bound: false }
+    }
+
+    fn describe(&self) -> &str {
+        &self.url
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest, _ticket: &mut Option<Ticket>) -> Result<Attempt> {
+        let (name, holder, ttl) = (req.name.clone(), req.holder.clone(), micros(req.ttl));
+        let outcome = self
+            .run(move |c| {
+                let now = unix_micros() as i64;
+                let token: Option<i64> =
+                    c.prepare_cached(ACQUIRE)?.query_row(params![name, holder, now, ttl], |r| r.get(0)).optional()?;
+                if let Some(t) = token {
+                    return Ok(Ok(t as u64));
+                }
+                let left: Option<i64> = c
+                    .prepare_cached("SELECT expires_at - ?2 FROM fencelock_locks WHERE name = ?1")?
+                    .query_row(params![name, now], |r| r.get(0))
+                    .optional()?;
+                Ok(Err(left.map(|l| Duration::from_micros(l.max(0) as u64))))
+            })
+            .await?;
+        Ok(match outcome {
+            Ok(token) => Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token, key: None }),
+            Err(holder_ttl) => Attempt::Busy(Busy { holder_ttl }),
+        })
+    }
+
+    async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
+        let (name, holder, token, ttl) = (grant.name.clone(), grant.holder.clone(), grant.token as i64, micros(ttl));
+        let n = self
+            .run(move |c| {
+                let now = unix_micros() as i64;
+                c.prepare_cached(
+                    "UPDATE fencelock_locks SET expires_at = ?4 + ?5
+                     WHERE name = ?1 AND holder = ?2 AND fence = ?3 AND expires_at > ?4",
+                )?
+                .execute(params![name, holder, token, now, ttl])
+            })
+            .await?;
+        if n == 0 { Err(lock_lost(grant, &self.url)) } else { Ok(()) }
+    }
+
+    async fn release(&self, grant: &Grant) -> Result<()> {
+        let (name, holder, token) = (grant.name.clone(), grant.holder.clone(), grant.token as i64);
+        let was_live: Option<bool> = self
+            .run(move |c| {
+                c.prepare_cached(
+                    "UPDATE fencelock_locks SET holder = NULL, count = 0, expires_at = 0
+                     WHERE name = ?1 AND holder = ?2 AND fence = ?3 RETURNING expires_at > ?4",
+                )?
+                .query_row(params![name, holder, token, unix_micros() as i64], |r| r.get(0))
+                .optional()
+            })
+            .await?;
+        match was_live {
+            Some(true) => Ok(()),
+            _ => Err(not_held(grant, &self.url)),
+        }
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        let (name, holder) = (req.name.clone(), req.holder.clone());
+        self.run(move |c| {
+            c.prepare_cached(
+                "UPDATE fencelock_locks SET holder = NULL, count = 0, expires_at = 0 WHERE name = ?1 AND holder = ?2",
+            )?
+            .execute(params![name, holder])
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        let name = name.to_string();
+        let n = self
+            .run(move |c| {
+                c.prepare_cached(
+                    "UPDATE fencelock_locks SET holder = NULL, count = 0, expires_at = 0
+                     WHERE name = ?1 AND holder IS NOT NULL AND expires_at > ?2",
+                )?
+                .execute(params![name, unix_micros() as i64])
+            })
+            .await?;
+        Ok(n > 0)
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        let name = name.to_string();
+        let row: Option<(Option<String>, i64, i64)> = self
+            .run(move |c| {
+                c.prepare_cached("SELECT holder, expires_at, fence FROM fencelock_locks WHERE name = ?1")?
+                    .query_row(params![name], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .optional()
+            })
+            .await?;
+        let now = unix_micros() as i64;
+        Ok(match row {
+            None => LockInfo { holder: None, remaining: None, last_token: None },
+            Some((holder, expires, fence)) => {
+                let live = holder.is_some() && expires > now;
+                LockInfo {
+                    holder: holder.filter(|_| live),
+                    remaining: live.then(|| Duration::from_micros((expires - now) as u64)),
+                    last_token: Some(fence as u64),
+                }
+            }
+        })
+    }
+
+    async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
+        let (r, v) = (resource.to_string(), value.to_vec());
+        let outcome = self
+            .run(move |c| {
+                let ok: Option<i64> = c
+                    .prepare_cached(FENCE_WRITE)?
+                    .query_row(params![r, token as i64, v], |row| row.get(0))
+                    .optional()?;
+                if ok.is_some() {
+                    return Ok(None);
+                }
+                c.prepare_cached("SELECT token FROM fencelock_fences WHERE resource = ?1")?
+                    .query_row(params![r], |row| row.get::<_, i64>(0))
+                    .map(Some)
+            })
+            .await?;
+        match outcome {
+            None => Ok(()),
+            Some(highest) => Err(fenced(resource, &self.url, token, highest as u64)),
+        }
+    }
+
+    async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
+        let r = resource.to_string();
+        let row: Option<(i64, Vec<u8>)> = self
+            .run(move |c| {
+                c.prepare_cached("SELECT token, value FROM fencelock_fences WHERE resource = ?1")?
+                    .query_row(params![r], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()
+            })
+            .await?;
+        Ok(row.map(|(t, v)| (t as u64, v)).unwrap_or_default())
+    }
+}

@@ -1,0 +1,40 @@
+//! `Fence`: a register on the resource side that rejects stale tokens, stored in the same backend as the locks
+//! (in its own namespace). A holder that paused past its lease and lost the lock cannot overwrite a newer holder.
+
+use std::sync::Arc;
+
+use crate::client::Inner;
+use crate::error::Result;
+use crate::options::validate_name;
+
+/// A fenced register named by a resource.
+#[derive(Debug, Clone)]
+pub struct Fence {
+    inner: Arc<Inner>,
+    resource: String,
+}
+
+impl Fence {
+    pub(crate) fn new(inner: Arc<Inner>, resource: &str) -> Self {
+        Fence { inner, resource: resource.to_string() }
+    }
+
+    /// The resource name.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// Stores `value` if `token` ≥ the highest token accepted so far (atomically raising it); `Fenced` if older.
+    pub async fn write(&self, token: u64, value: &[u8]) -> Result<()> {
+        self.inner.check_open()?;
+        validate_name(&self.resource)?;
+        self.inner.backend.fence_write(&self.resource, token, value).await
+    }
+
+    /// The highest accepted token and its value; `(0, [])` if never written.
+    pub async fn read(&self) -> Result<(u64, Vec<u8>)> {
+        self.inner.check_open()?;
+        validate_name(&self.resource)?;
+        self.inner.backend.fence_read(&self.resource).await
+    }
+}

@@ -1,0 +1,305 @@
+//! `Lease`: one caller's hold on a lock. Reentrant holds of one owner share a `Hold` (one grant, one token, one
+//! watchdog entry, one lost signal); the backend record is released when the last of them is.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{OwnedMutexGuard, watch};
+use tokio::time::Instant;
+
+use crate::backend::Grant;
+use crate::client::Inner;
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::validate_ttl;
+
+/// Clock drift allowed for when computing validity (the Redlock rule: 1 % of the TTL plus 2 ms).
+pub(crate) fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+#[derive(Debug)]
+struct HoldState {
+    count: usize,
+    ttl: Duration,
+    valid_until: Instant,
+    released: bool,
+    lost: Option<String>,
+}
+
+/// The shared state behind every `Lease` of one grant.
+#[derive(Debug)]
+pub(crate) struct Hold {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) grant: Grant,
+    pub(crate) owner: Option<String>,
+    pub(crate) watchdog: bool,
+    state: Mutex<HoldState>,
+    // Renew and release take turns, so no renewal can follow a release (the race of Redisson issue #7272).
+    io: tokio::sync::Mutex<()>,
+    lost_tx: watch::Sender<bool>,
+    // This client's local queue slot for the name; dropping it lets the next local owner try the backend.
+    gate: Mutex<Option<OwnedMutexGuard<()>>>,
+}
+
+/// What the watchdog should do next for a hold.
+pub(crate) enum Due {
+    Renew,
+    ExpiresAt(Instant),
+    Done,
+}
+
+impl Hold {
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        grant: Grant,
+        owner: Option<String>,
+        ttl: Duration,
+        requested_at: Instant,
+        watchdog: bool,
+        gate: OwnedMutexGuard<()>,
+    ) -> Self {
+        Hold {
+            inner,
+            grant,
+            owner,
+            watchdog,
+            state: Mutex::new(HoldState {
+                count: 1,
+                ttl,
+                valid_until: requested_at + ttl.saturating_sub(drift(ttl)),
+                released: false,
+                lost: None,
+            }),
+            io: tokio::sync::Mutex::new(()),
+            lost_tx: watch::Sender::new(false),
+            gate: Mutex::new(Some(gate)),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, HoldState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn describe(&self) -> String {
+        format!("lock {:?} on {}", self.grant.name, self.inner.backend.describe())
+    }
+
+    /// One more reentrant hold, unless released; `LockLost` if the grant is already lost.
+    pub(crate) fn reenter(&self) -> Option<Result<()>> {
+        let mut st = self.state();
+        if st.released {
+            return None;
+        }
+        if let Some(reason) = &st.lost {
+            return Some(Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe()))));
+        }
+        st.count += 1;
+        Some(Ok(()))
+    }
+
+    /// Fires the lost signal, once; never after a release.
+    pub(crate) fn mark_lost(&self, reason: impl Into<String>) {
+        let mut st = self.state();
+        if st.released || st.lost.is_some() {
+            return;
+        }
+        let reason = reason.into();
+        tracing::warn!(lock = %self.grant.name, %reason, "lease lost");
+        st.lost = Some(reason);
+        drop(st);
+        self.lost_tx.send_replace(true);
+    }
+
+    pub(crate) fn next_due(&self) -> Due {
+        let st = self.state();
+        if st.released || st.lost.is_some() {
+            Due::Done
+        } else if self.watchdog {
+            Due::Renew
+        } else {
+            Due::ExpiresAt(st.valid_until)
+        }
+    }
+
+    pub(crate) fn ttl(&self) -> Duration {
+        self.state().ttl
+    }
+
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.state().valid_until
+    }
+
+    fn check_active(&self) -> Result<()> {
+        if self.inner.is_closed() {
+            return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.describe())));
+        }
+        let st = self.state();
+        if st.released {
+            return Err(Error::new(ErrorKind::NotHeld, format!("{}: the lease was released", self.describe())));
+        }
+        if let Some(reason) = &st.lost {
+            return Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe())));
+        }
+        Ok(())
+    }
+
+    /// Extends the record to `ttl` (the lease's current TTL if `None`).
+    pub(crate) async fn renew(&self, ttl: Option<Duration>) -> Result<()> {
+        if let Some(t) = ttl {
+            validate_ttl(t).map_err(|e| e.context(self.describe()))?;
+        }
+        let _io = self.io.lock().await;
+        self.check_active()?;
+        let ttl = ttl.unwrap_or_else(|| self.ttl());
+        let sent = Instant::now();
+        match self.inner.backend.renew(&self.grant, ttl).await {
+            Ok(()) => {
+                let mut st = self.state();
+                st.ttl = ttl;
+                st.valid_until = sent + ttl.saturating_sub(drift(ttl));
+                Ok(())
+            }
+            Err(e) if e.kind() == ErrorKind::LockLost => {
+                drop(_io);
+                self.mark_lost(e.message().to_string());
+                Err(e)
+            }
+            Err(e) => Err(e.context(self.describe())),
+        }
+    }
+
+    /// Drops one reentrant hold; the last one releases the backend record and the local queue slot.
+    async fn release_one(&self) -> Result<()> {
+        {
+            let mut st = self.state();
+            if st.count > 1 {
+                st.count -= 1;
+                return match &st.lost {
+                    Some(reason) => Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe()))),
+                    None => Ok(()),
+                };
+            }
+        }
+        let io = self.io.lock().await;
+        let lost = {
+            let mut st = self.state();
+            st.count = 0;
+            st.released = true;
+            st.lost.clone()
+        };
+        let result = self.inner.backend.release(&self.grant).await;
+        drop(io);
+        self.end();
+        match (lost, result) {
+            (Some(reason), _) => Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe()))),
+            (None, Err(e)) => Err(e.context(self.describe())),
+            (None, Ok(())) => Ok(()),
+        }
+    }
+
+    /// Lets the next local owner in and forgets this hold.
+    fn end(&self) {
+        self.gate.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.inner.table.unregister(&self.grant.name, self);
+    }
+
+    /// Releases the record whatever the hold count (client close).
+    pub(crate) async fn release_all(&self) {
+        let _io = self.io.lock().await;
+        let was_released = std::mem::replace(&mut self.state().released, true);
+        if !was_released {
+            let _ = self.inner.backend.release(&self.grant).await;
+        }
+        drop(_io);
+        self.end();
+    }
+}
+
+/// A held lock. Release it with [`Lease::release`]; dropping an unreleased `Lease` releases it in the background.
+#[derive(Debug)]
+pub struct Lease {
+    hold: Arc<Hold>,
+    released: AtomicBool,
+}
+
+impl Lease {
+    pub(crate) fn new(hold: Arc<Hold>) -> Self {
+        Lease { hold, released: AtomicBool::new(false) }
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.hold.grant.name
+    }
+
+    /// The fencing token of this grant: strictly larger than every earlier grant's on this lock and backend.
+    /// Readable after release.
+    pub fn fence(&self) -> u64 {
+        self.hold.grant.token
+    }
+
+    /// The holder id written into the backend record (`<client uuid>:<owner>`).
+    pub fn holder(&self) -> &str {
+        &self.hold.grant.holder
+    }
+
+    /// Whether the lease is still ours by our own clock: not released, not lost, validity not passed.
+    pub fn is_valid(&self) -> bool {
+        !self.released.load(Ordering::SeqCst) && self.hold.check_active().is_ok() && self.remaining() > Duration::ZERO
+    }
+
+    /// Time left before the lease's validity ends, unless renewed.
+    pub fn remaining(&self) -> Duration {
+        self.hold.valid_until().saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the lost signal has fired.
+    pub fn is_lost(&self) -> bool {
+        *self.hold.lost_tx.borrow()
+    }
+
+    /// Resolves when the lease is lost (never, if it is released first). The future owns what it needs.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.hold.lost_tx.subscribe();
+        async move {
+            // The sender lives as long as the hold; if it goes, the lease is gone and no loss can follow.
+            if rx.wait_for(|lost| *lost).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Extends the lease to `ttl` from now (its current TTL if `None`). `LockLost` if it is no longer ours.
+    pub async fn renew(&self, ttl: Option<Duration>) -> Result<()> {
+        if self.released.load(Ordering::SeqCst) {
+            return Err(Error::new(ErrorKind::NotHeld, format!("{}: the lease was released", self.hold.describe())));
+        }
+        self.hold.renew(ttl).await
+    }
+
+    /// Releases this hold. `NotHeld` if this lease was already released; `LockLost` if the lock was lost while held
+    /// (the critical section was not protected).
+    pub async fn release(&self) -> Result<()> {
+        if self.released.swap(true, Ordering::SeqCst) {
+            return Err(Error::new(ErrorKind::NotHeld, format!("{}: already released", self.hold.describe())));
+        }
+        self.hold.release_one().await
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.released.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let hold = self.hold.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => drop(h.spawn(async move { hold.release_one().await })),
+            Err(_) => match self.hold.inner.handle.clone() {
+                Some(h) => drop(h.spawn(async move { hold.release_one().await })),
+                None => tracing::warn!(lock = %self.hold.grant.name, "lease dropped outside a runtime; it expires after its TTL"),
+            },
+        }
+    }
+}
