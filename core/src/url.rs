@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use crate::backend::{Backend, memory::MemoryBackend, redis::RedisBackend, sqlite::SqliteBackend};
-use crate::error::{Error, ErrorKind, Result};
+use crate::backend::{self, Backend, memory::MemoryBackend, redis::RedisBackend, sqlite::SqliteBackend};
+use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 
 /// The URL used when none is given and `FENCELOCK_URL` is unset: an embedded SQLite file in the working directory.
@@ -18,7 +18,7 @@ pub fn default_url() -> String {
 fn scheme_of(url: &str) -> Result<(String, &str)> {
     let Some((scheme, rest)) = url.split_once(':') else {
         return Err(Error::invalid(format!(
-            "URL {url:?} has no scheme; expected one of sqlite:, redis://, rediss://, memory://"
+            "URL {url:?} has no scheme; expected one of sqlite:, postgres://, redis://, rediss://, redis+cluster://, redlock://, etcd://, zk://, memory://"
         )));
     };
     Ok((scheme.to_ascii_lowercase(), rest))
@@ -37,15 +37,13 @@ pub(crate) async fn open(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Back
         }
         "redis" | "rediss" => Arc::new(RedisBackend::connect(url, opts).await?),
         "memory" => Arc::new(MemoryBackend::named(rest.trim_start_matches('/'))),
-        "redlock" | "redis+cluster" | "etcd" | "zk" | "postgres" | "postgresql" => {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!("URL {url:?}: the {scheme} backend is not built into this version of fencelock"),
-            ));
-        }
+        "redlock" | "redis+cluster" => backend::redlock::connect(url, opts).await?,
+        "etcd" => backend::etcd::connect(url, opts).await?,
+        "zk" => backend::zookeeper::connect(url, opts).await?,
+        "postgres" | "postgresql" => backend::postgres::connect(url, opts).await?,
         other => {
             return Err(Error::invalid(format!(
-                "URL {url:?}: unknown scheme {other:?}; expected sqlite:, redis://, rediss://, memory://"
+                "URL {url:?}: unknown scheme {other:?}; expected sqlite:, postgres://, redis://, rediss://, redis+cluster://, redlock://, etcd://, zk://, memory://"
             )));
         }
     };

@@ -10,9 +10,13 @@ use tokio::time::Instant;
 
 use crate::error::{Error, ErrorKind, Result};
 
+pub(crate) mod etcd;
 pub(crate) mod memory;
+pub(crate) mod postgres;
 pub(crate) mod redis;
+pub(crate) mod redlock;
 pub(crate) mod sqlite;
+pub(crate) mod zookeeper;
 
 /// What a backend can do; callers and tests branch on these flags, not on backend names.
 #[non_exhaustive]
