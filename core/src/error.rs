@@ -120,9 +120,12 @@ impl Error {
         self.kind.retryable()
     }
 
-    /// Prefixes the message with context, e.g. the lock and backend.
+    /// Prefixes the message with context, e.g. the lock and backend, unless it already starts with it.
     pub fn context(mut self, ctx: impl fmt::Display) -> Self {
-        self.message = format!("{ctx}: {}", self.message);
+        let ctx = ctx.to_string();
+        if !self.message.starts_with(&ctx) {
+            self.message = format!("{ctx}: {}", self.message);
+        }
         self
     }
 

@@ -66,6 +66,7 @@ pub(crate) fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
 
     #[test]
     fn passwords_are_hidden() {

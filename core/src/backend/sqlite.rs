@@ -162,20 +162,17 @@ impl Backend for SqliteBackend {
 
     async fn release(&self, grant: &Grant) -> Result<()> {
         let (name, holder, token) = (grant.name.clone(), grant.holder.clone(), grant.token as i64);
-        let was_live: Option<bool> = self
+        // An expired row of ours is already free for others, so only a live one counts as released.
+        let n = self
             .run(move |c| {
                 c.prepare_cached(
                     "UPDATE fencelock_locks SET holder = NULL, count = 0, expires_at = 0
-                     WHERE name = ?1 AND holder = ?2 AND fence = ?3 RETURNING expires_at > ?4",
+                     WHERE name = ?1 AND holder = ?2 AND fence = ?3 AND expires_at > ?4",
                 )?
-                .query_row(params![name, holder, token, unix_micros() as i64], |r| r.get(0))
-                .optional()
+                .execute(params![name, holder, token, unix_micros() as i64])
             })
             .await?;
-        match was_live {
-            Some(true) => Ok(()),
-            _ => Err(not_held(grant, &self.url)),
-        }
+        if n == 1 { Ok(()) } else { Err(not_held(grant, &self.url)) }
     }
 
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {

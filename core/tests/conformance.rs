@@ -1,0 +1,344 @@
+//! Runs the language-neutral scenarios of tests/conformance/ against every backend (DESIGN.md §7).
+//! One test per backend; each prints its row of the scenario × backend matrix.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fencelock::{Client, ErrorKind, Lease, LockOptions};
+use serde_json::Value;
+use tokio::time::Instant;
+
+struct Scenario {
+    name: String,
+    unless: Vec<String>,
+    steps: Vec<Value>,
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let strings = |k: &str| -> Vec<String> {
+                v[k].as_array().map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect()).unwrap_or_default()
+            };
+            Scenario {
+                name: v["name"].as_str().unwrap().to_string(),
+                unless: strings("unless"),
+                steps: v["steps"].as_array().unwrap().clone(),
+            }
+        })
+        .collect()
+}
+
+/// The state of one scenario run.
+struct Run {
+    url: String,
+    unreachable: Option<String>,
+    prefix: String,
+    clients: HashMap<String, Client>,
+    leases: HashMap<String, Lease>,
+    names: Vec<String>,
+}
+
+fn ms(v: &Value) -> Option<Duration> {
+    v.as_u64().map(Duration::from_millis)
+}
+
+fn expected_errors(step: &Value) -> Vec<ErrorKind> {
+    let kinds: Vec<&str> = match &step["expect_error"] {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+        _ => vec![],
+    };
+    kinds.into_iter().map(|k| ErrorKind::from_name(k).unwrap_or_else(|| panic!("unknown error kind {k}"))).collect()
+}
+
+impl Run {
+    fn name(&mut self, step: &Value) -> String {
+        if let Some(n) = step["name_len"].as_u64() {
+            return "n".repeat(n as usize);
+        }
+        let label = step["name"].as_str().unwrap_or("L");
+        if label.is_empty() || label.contains('\0') {
+            return label.to_string();
+        }
+        let name = format!("{}/{label}", self.prefix);
+        if !self.names.contains(&name) {
+            self.names.push(name.clone());
+        }
+        name
+    }
+
+    fn client(&self, step: &Value) -> &Client {
+        let id = step["client"].as_str().unwrap();
+        self.clients.get(id).unwrap_or_else(|| panic!("no client {id}"))
+    }
+
+    fn lease(&self, step: &Value, key: &str) -> &Lease {
+        let id = step[key].as_str().unwrap();
+        self.leases.get(id).unwrap_or_else(|| panic!("no lease {id}"))
+    }
+
+    fn options(step: &Value) -> LockOptions {
+        let mut o = LockOptions::default().ttl(ms(&step["ttl_ms"]).unwrap_or(Duration::from_secs(30)));
+        if let Some(t) = ms(&step["timeout_ms"]) {
+            o = o.timeout(t);
+        }
+        if let Some(w) = step["watchdog"].as_bool() {
+            o = o.watchdog(w);
+        }
+        if let Some(owner) = step["owner"].as_str() {
+            o = o.owner(owner);
+        }
+        o
+    }
+
+    /// Runs one step; `Err` describes a failed expectation.
+    async fn step(&mut self, step: &Value) -> Result<(), String> {
+        let op = step["op"].as_str().unwrap();
+        let want = expected_errors(step);
+        let started = Instant::now();
+        let outcome: fencelock::Result<()> = match op {
+            "connect" => {
+                let url = match step["url"].as_str() {
+                    Some("$UNREACHABLE") => match &self.unreachable {
+                        Some(u) => u.clone(),
+                        None => return Ok(()), // this backend has no such address (memory://)
+                    },
+                    Some(u) => u.to_string(),
+                    None => self.url.clone(),
+                };
+                Client::connect(&url).await.map(|c| {
+                    self.clients.insert(step["client"].as_str().unwrap().to_string(), c);
+                })
+            }
+            "close" => {
+                self.client(step).close().await;
+                Ok(())
+            }
+            "lock" | "try_lock" => {
+                let name = self.name(step);
+                let opts = Self::options(step);
+                let client = self.client(step).clone();
+                let got = if op == "lock" {
+                    client.lock(&name, &opts).await.map(Some)
+                } else {
+                    client.try_lock(&name, &opts).await
+                };
+                match got {
+                    Ok(lease) => {
+                        let busy_expected = step["expect"].as_str() == Some("busy");
+                        match (lease, busy_expected) {
+                            (Some(_), true) => return Err("acquired, expected busy".into()),
+                            (None, false) => return Err("busy, expected to acquire".into()),
+                            (None, true) => {}
+                            (Some(lease), false) => {
+                                if let Some(min) = ms(&step["min_elapsed_ms"]) {
+                                    if started.elapsed() < min {
+                                        return Err(format!("acquired after {:?}, sooner than {min:?}", started.elapsed()));
+                                    }
+                                }
+                                if let Some(id) = step["as"].as_str() {
+                                    self.leases.insert(id.to_string(), lease);
+                                } else {
+                                    lease.release().await.map_err(|e| e.to_string())?;
+                                }
+                            }
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            "release" => self.lease(step, "lease").release().await,
+            "renew" => {
+                let lease = self.lease(step, "lease");
+                let r = lease.renew(ms(&step["ttl_ms"])).await;
+                if let (Ok(()), Some(min)) = (&r, ms(&step["min_remaining_ms"])) {
+                    if lease.remaining() < min {
+                        return Err(format!("remaining {:?} < {min:?} after renew", lease.remaining()));
+                    }
+                }
+                r
+            }
+            "expect_token" => {
+                let a = self.lease(step, "lease").fence();
+                let (rel, other) = if step["gt"].is_string() { ("gt", "gt") } else { ("eq", "eq") };
+                let b = self.lease(step, other).fence();
+                let ok = if rel == "gt" { a > b } else { a == b };
+                if !ok {
+                    return Err(format!("token {a} is not {rel} {b}"));
+                }
+                Ok(())
+            }
+            "pause" => {
+                tokio::time::sleep(ms(&step["ms"]).unwrap()).await;
+                Ok(())
+            }
+            "expect_lost" => {
+                let bound = ms(&step["within_ms"]).unwrap();
+                let lease = self.lease(step, "lease");
+                if tokio::time::timeout(bound, lease.lost()).await.is_err() {
+                    return Err(format!("lost did not fire within {bound:?}"));
+                }
+                Ok(())
+            }
+            "expect_not_lost" => {
+                let lease = self.lease(step, "lease");
+                if lease.is_lost() || !lease.is_valid() {
+                    return Err(format!("lease lost={} valid={}", lease.is_lost(), lease.is_valid()));
+                }
+                Ok(())
+            }
+            "force_release" => {
+                let name = self.name(step);
+                self.client(step).force_release(&name).await.map(drop)
+            }
+            "expect_free" | "expect_held" => {
+                let name = self.name(step);
+                let info = self.client(step).inspect(&name).await.map_err(|e| e.to_string())?;
+                if info.holder.is_some() != (op == "expect_held") {
+                    return Err(format!("{op}: holder is {:?}", info.holder));
+                }
+                Ok(())
+            }
+            "fence_write" | "fence_read" => {
+                let resource = format!("{}/{}", self.prefix, step["resource"].as_str().unwrap());
+                let token = match step["token_of"].as_str() {
+                    Some(_) => self.lease(step, "token_of").fence(),
+                    None => step["token"].as_u64().unwrap(),
+                };
+                let value = step["value"].as_str().unwrap_or("").as_bytes().to_vec();
+                let fence = self.client(step).fence(&resource);
+                if op == "fence_write" {
+                    fence.write(token, &value).await
+                } else {
+                    let got = fence.read().await.map_err(|e| e.to_string())?;
+                    if got != (token, value.clone()) {
+                        return Err(format!("read {got:?}, expected {:?}", (token, value)));
+                    }
+                    Ok(())
+                }
+            }
+            other => panic!("unknown op {other}"),
+        };
+        if let Some(bound) = ms(&step["within_ms"]).filter(|_| op != "expect_lost") {
+            if started.elapsed() > bound {
+                return Err(format!("took {:?}, more than {bound:?}", started.elapsed()));
+            }
+        }
+        match (outcome, want.is_empty()) {
+            (Ok(()), true) => Ok(()),
+            (Ok(()), false) => Err(format!("succeeded, expected {want:?}")),
+            (Err(e), true) => Err(format!("failed: {e}")),
+            (Err(e), false) if want.contains(&e.kind()) => Ok(()),
+            (Err(e), false) => Err(format!("failed with {e}, expected {want:?}")),
+        }
+    }
+
+    /// After the scenario: nothing may be left held.
+    async fn check_clean(&mut self) -> Result<(), String> {
+        for lease in self.leases.values() {
+            let _ = lease.release().await;
+        }
+        let checker = Client::connect(&self.url).await.map_err(|e| e.to_string())?;
+        for client in self.clients.values() {
+            if client.local_entries() != 0 {
+                return Err(format!("{} local queue entries left", client.local_entries()));
+            }
+        }
+        for name in &self.names {
+            let info = checker.inspect(name).await.map_err(|e| e.to_string())?;
+            if info.holder.is_some() {
+                return Err(format!("{name} left held by {:?}", info.holder));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs every scenario on one backend and fails listing every failed scenario.
+async fn run_backend(label: &str, url: String, unreachable: Option<&str>) {
+    let probe = Client::connect(&url).await.unwrap_or_else(|e| panic!("{label}: cannot connect to {url}: {e}"));
+    let caps = probe.capability();
+    let flags: Vec<&str> = [("fencing", caps.fencing), ("native_wait", caps.native_wait), ("fair", caps.fair), ("session_bound", caps.session_bound)]
+        .into_iter()
+        .filter_map(|(n, on)| on.then_some(n))
+        .collect();
+    let mut failures = Vec::new();
+    let mut row = Vec::new();
+    for sc in scenarios() {
+        if sc.unless.iter().any(|c| flags.contains(&c.as_str())) {
+            row.push(format!("{}=skip", sc.name));
+            continue;
+        }
+        let mut run = Run {
+            url: url.clone(),
+            unreachable: unreachable.map(str::to_string),
+            prefix: support::unique(&format!("conformance/{}", sc.name)),
+            clients: HashMap::new(),
+            leases: HashMap::new(),
+            names: Vec::new(),
+        };
+        let mut result = Ok(());
+        for (i, step) in sc.steps.iter().enumerate() {
+            if let Err(e) = run.step(step).await {
+                result = Err(format!("step {} {}: {e}", i + 1, step));
+                break;
+            }
+        }
+        if result.is_ok() {
+            result = run.check_clean().await;
+        }
+        match result {
+            Ok(()) => row.push(format!("{}=pass", sc.name)),
+            Err(e) => {
+                row.push(format!("{}=FAIL", sc.name));
+                failures.push(format!("{label}/{}: {e}", sc.name));
+            }
+        }
+    }
+    println!("conformance matrix row: rust × {label}: {}", row.join(" "));
+    assert!(failures.is_empty(), "conformance failures:\n{}", failures.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory() {
+    run_backend("memory", format!("memory://{}", support::unique("conformance")), None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite() {
+    let dir = std::env::temp_dir().join(support::unique("fencelock-conformance"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite:{}", dir.join("locks.db").display());
+    run_backend("sqlite", url, Some("sqlite:/nonexistent-dir/fencelock/locks.db")).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A backend whose server the test command starts; its URL comes from `var`.
+macro_rules! served_backend {
+    ($test:ident, $var:literal, $unreachable:literal) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            if let Some(url) = support::service_url($var) {
+                run_backend(stringify!($test), url, Some($unreachable)).await;
+            }
+        }
+    };
+}
+
+// The BACKENDS table: one line per served backend. An unreachable URL is a loopback port where nothing listens.
+served_backend!(redis, "FENCELOCK_TEST_REDIS", "redis://127.0.0.1:1");
