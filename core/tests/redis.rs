@@ -1,0 +1,130 @@
+//! The Redis backend against a real redis-server: the Redisson RLock wire layout, pub/sub hand-off, token seeding
+//! across data loss, and cancel safety.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use fencelock::{Client, ErrorKind, LockOptions};
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+async fn setup() -> Option<(String, redis::aio::MultiplexedConnection)> {
+    let url = support::service_url("FENCELOCK_TEST_REDIS")?;
+    let raw = redis::Client::open(url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    Some((url, raw))
+}
+
+#[tokio::test]
+async fn records_use_the_redisson_layout() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("layout");
+    let client = Client::connect(&url).await.unwrap();
+    let lease = client.lock(&name, &LockOptions::default().owner("worker-7").ttl(Duration::from_secs(20))).await.unwrap();
+    let fields: HashMap<String, i64> = raw.hgetall(&name).await.unwrap();
+    assert_eq!(fields, HashMap::from([(format!("{}:worker-7", client.id()), 1)]));
+    let pttl: i64 = raw.pttl(&name).await.unwrap();
+    assert!((15_000..=20_000).contains(&pttl), "pttl {pttl}");
+    let counter: u64 = raw.get(format!("redisson_lock_token:{{{name}}}")).await.unwrap();
+    assert_eq!(counter, lease.fence());
+    lease.release().await.unwrap();
+    let exists: bool = raw.exists(&name).await.unwrap();
+    assert!(!exists);
+    let _: () = raw.del(format!("redisson_lock_token:{{{name}}}")).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_redisson_holder_excludes_us_and_its_unlock_message_wakes_us() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("redisson");
+    // What Redisson's RLock writes: hash field "<uuid>:<thread id>" = hold count, with a TTL.
+    let _: () = raw.hset(&name, "3f6c1d2e-redisson:42", 1).await.unwrap();
+    let _: () = raw.pexpire(&name, 30_000).await.unwrap();
+    let client = Client::connect(&url).await.unwrap();
+    assert!(client.try_lock(&name, &LockOptions::default()).await.unwrap().is_none());
+    let waiter = {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move {
+            let lease = client.lock(&name, &LockOptions::default().timeout(Duration::from_secs(20))).await.unwrap();
+            (Instant::now(), lease)
+        })
+    };
+    // Let the waiter subscribe: bounded by watching the channel's subscriber count.
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, n): (String, i64) = redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut raw).await.unwrap();
+        if n > 0 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Redisson's unlock: delete and publish 0 on the channel.
+    let released_at = Instant::now();
+    let _: () = raw.del(&name).await.unwrap();
+    let _: () = raw.publish(&channel, 0).await.unwrap();
+    let (acquired_at, lease) = waiter.await.unwrap();
+    // Woken by the message, not by the 30 s TTL bound.
+    assert!(acquired_at - released_at < Duration::from_secs(2), "hand-off took {:?}", acquired_at - released_at);
+    lease.release().await.unwrap();
+    let _: () = raw.del(format!("redisson_lock_token:{{{name}}}")).await.unwrap();
+}
+
+#[tokio::test]
+async fn tokens_keep_rising_after_the_counter_is_lost() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("seed");
+    let client = Client::connect(&url).await.unwrap();
+    let first = client.lock(&name, &LockOptions::default()).await.unwrap();
+    first.release().await.unwrap();
+    // A restart without persistence loses the counter; the next grant seeds it from the server clock.
+    let _: () = raw.del(format!("redisson_lock_token:{{{name}}}")).await.unwrap();
+    let second = client.lock(&name, &LockOptions::default()).await.unwrap();
+    assert!(second.fence() > first.fence(), "{} <= {}", second.fence(), first.fence());
+    second.release().await.unwrap();
+    let _: () = raw.del(format!("redisson_lock_token:{{{name}}}")).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborted_acquires_leave_no_lock_and_no_subscription() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("abort");
+    let holder = Client::connect(&url).await.unwrap();
+    let contender = Client::connect(&url).await.unwrap();
+    for i in 0..60u32 {
+        // Half the rounds contend with a holder (aborting waiters), half abort an acquire that would succeed.
+        let held = if i % 2 == 0 { Some(holder.lock(&name, &LockOptions::default()).await.unwrap()) } else { None };
+        let (c, n) = (contender.clone(), name.clone());
+        let task = tokio::spawn(async move { c.lock(&n, &LockOptions::default()).await });
+        tokio::time::sleep(Duration::from_micros(u64::from(i % 10) * 150)).await;
+        task.abort();
+        if let Ok(Ok(lease)) = task.await {
+            lease.release().await.unwrap();
+        }
+        if let Some(h) = held {
+            h.release().await.unwrap();
+        }
+    }
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let exists: bool = raw.exists(&name).await.unwrap();
+        let (_, subs): (String, i64) = redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut raw).await.unwrap();
+        if !exists && subs == 0 && contender.local_entries() == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind: lock {exists}, subscribers {subs}, local {}", contender.local_entries());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _: () = raw.del(format!("redisson_lock_token:{{{name}}}")).await.unwrap();
+}
+
+#[tokio::test]
+async fn unreachable_server_is_unavailable_quickly() {
+    let started = Instant::now();
+    let err = Client::connect("redis://127.0.0.1:1").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(err.message().contains("127.0.0.1:1"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
