@@ -127,8 +127,12 @@ impl Client {
         opts.validate(name)?;
         let what = || format!("lock {name:?} on {}", inner.backend.describe());
         let deadline = if once { None } else { opts.timeout.map(|t| Instant::now() + t) };
-        let timed_out =
-            || Error::new(ErrorKind::Timeout, format!("{}: still held by another after {:?}", what(), opts.timeout.unwrap_or_default()));
+        let timed_out = || {
+            Error::new(
+                ErrorKind::Timeout,
+                format!("{}: still held by another after {:?}", what(), opts.timeout.unwrap_or_default()),
+            )
+        };
 
         if let Some(owner) = &opts.owner {
             if let Some(hold) = inner.table.reenter(name, owner) {
@@ -147,7 +151,8 @@ impl Client {
             (false, None) => claim.enter().await,
         };
 
-        let owner = opts.owner.clone().unwrap_or_else(|| format!("call-{}", inner.next_anon.fetch_add(1, Ordering::Relaxed)));
+        let owner =
+            opts.owner.clone().unwrap_or_else(|| format!("call-{}", inner.next_anon.fetch_add(1, Ordering::Relaxed)));
         let req = AcquireRequest { name: name.to_string(), holder: format!("{}:{owner}", inner.id), ttl: opts.ttl };
         let mut ticket = None;
         loop {
@@ -159,7 +164,15 @@ impl Client {
             match attempt {
                 Attempt::Acquired(grant) => {
                     tracing::debug!(lock = %name, token = grant.token, "acquired");
-                    let hold = Arc::new(Hold::new(inner.clone(), grant, opts.owner.clone(), opts.ttl, sent, opts.watchdog, gate));
+                    let hold = Arc::new(Hold::new(
+                        inner.clone(),
+                        grant,
+                        opts.owner.clone(),
+                        opts.ttl,
+                        sent,
+                        opts.watchdog,
+                        gate,
+                    ));
                     inner.table.register(&hold);
                     inner.watchdog.watch(&hold);
                     return Ok(Some(Lease::new(hold)));

@@ -21,7 +21,8 @@ async fn records_use_the_redisson_layout() {
     let Some((url, mut raw)) = setup().await else { return };
     let name = support::unique("layout");
     let client = Client::connect(&url).await.unwrap();
-    let lease = client.lock(&name, &LockOptions::default().owner("worker-7").ttl(Duration::from_secs(20))).await.unwrap();
+    let lease =
+        client.lock(&name, &LockOptions::default().owner("worker-7").ttl(Duration::from_secs(20))).await.unwrap();
     let fields: HashMap<String, i64> = raw.hgetall(&name).await.unwrap();
     assert_eq!(fields, HashMap::from([(format!("{}:worker-7", client.id()), 1)]));
     let pttl: i64 = raw.pttl(&name).await.unwrap();
@@ -54,7 +55,8 @@ async fn a_redisson_holder_excludes_us_and_its_unlock_message_wakes_us() {
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let (_, n): (String, i64) = redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut raw).await.unwrap();
+        let (_, n): (String, i64) =
+            redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut raw).await.unwrap();
         if n > 0 || Instant::now() > deadline {
             break;
         }
@@ -110,11 +112,16 @@ async fn aborted_acquires_leave_no_lock_and_no_subscription() {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let exists: bool = raw.exists(&name).await.unwrap();
-        let (_, subs): (String, i64) = redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut raw).await.unwrap();
+        let (_, subs): (String, i64) =
+            redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut raw).await.unwrap();
         if !exists && subs == 0 && contender.local_entries() == 0 {
             break;
         }
-        assert!(Instant::now() < deadline, "left behind: lock {exists}, subscribers {subs}, local {}", contender.local_entries());
+        assert!(
+            Instant::now() < deadline,
+            "left behind: lock {exists}, subscribers {subs}, local {}",
+            contender.local_entries()
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let _: () = raw.del(format!("redisson_lock_token:{{{name}}}")).await.unwrap();

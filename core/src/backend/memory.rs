@@ -9,7 +9,10 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held, unix_micros};
+use super::{
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held,
+    unix_micros,
+};
 use crate::error::Result;
 
 #[derive(Debug, Default)]
@@ -54,7 +57,6 @@ impl MemoryBackend {
     fn locks(&self) -> std::sync::MutexGuard<'_, HashMap<String, Record>> {
         self.store.locks.lock().unwrap()
     }
-
 }
 
 #[async_trait]

@@ -171,10 +171,7 @@ pub(crate) async fn poll_backoff(busy: &Busy, deadline: Option<Instant>) {
 
 /// Microseconds since the Unix epoch on this host: the seed of a fence counter that is missing.
 pub(crate) fn unix_micros() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
 /// Whole milliseconds of a TTL, at least 1 (backends speak milliseconds).

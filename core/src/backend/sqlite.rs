@@ -140,7 +140,9 @@ impl Backend for SqliteBackend {
             })
             .await?;
         Ok(match outcome {
-            Ok(token) => Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token, key: None }),
+            Ok(token) => {
+                Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token, key: None })
+            }
             Err(holder_ttl) => Attempt::Busy(Busy { holder_ttl }),
         })
     }
