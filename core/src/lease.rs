@@ -162,7 +162,9 @@ impl Hold {
             }
             Err(e) if e.kind() == ErrorKind::LockLost => {
                 drop(_io);
-                self.mark_lost(e.message().to_string());
+                // Later errors prefix the reason with this lease's context; strip the backend's copy of it.
+                let context = format!("{}: ", self.describe());
+                self.mark_lost(e.message().strip_prefix(&context).unwrap_or(e.message()).to_string());
                 Err(e)
             }
             Err(e) => Err(e.context(self.describe())),
