@@ -1,0 +1,58 @@
+//! The embedded SQLite backend: many clients creating one new file at once, and the table layout other tools read.
+
+mod support;
+
+use std::time::Duration;
+
+use fencelock::{Client, LockOptions};
+
+fn fresh_db() -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(support::unique("fencelock-sqlite"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite:{}", dir.join("locks.db").display());
+    (dir, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_create_a_new_file_at_once() {
+    let (dir, url) = fresh_db();
+    let opens: Vec<_> = (0..8)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { Client::connect(&url).await })
+        })
+        .collect();
+    let mut clients = Vec::new();
+    for o in opens {
+        clients.push(o.await.unwrap().expect("every concurrent open succeeds"));
+    }
+    // All of them then contend on one name: exactly one wins each round.
+    let (mut tokens, opts) = (Vec::new(), LockOptions::default());
+    for _ in 0..3 {
+        let attempts = clients.iter().map(|c| c.try_lock("L", &opts));
+        let leases: Vec<_> = futures::future::join_all(attempts).await.into_iter().map(|r| r.unwrap()).collect();
+        let won: Vec<_> = leases.into_iter().flatten().collect();
+        assert_eq!(won.len(), 1, "exactly one winner per round");
+        tokens.push(won[0].fence());
+        won[0].release().await.unwrap();
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn the_row_is_kept_after_release_so_tokens_never_reset() {
+    let (dir, url) = fresh_db();
+    let client = Client::connect(&url).await.unwrap();
+    let first = client.lock("L", &LockOptions::default().ttl(Duration::from_secs(5))).await.unwrap();
+    first.release().await.unwrap();
+    let info = client.inspect("L").await.unwrap();
+    assert_eq!((info.holder, info.last_token), (None, Some(first.fence())));
+    // Reopening the file (another process later) continues the counter.
+    drop(client);
+    let again = Client::connect(&url).await.unwrap();
+    let second = again.lock("L", &LockOptions::default()).await.unwrap();
+    assert_eq!(second.fence(), first.fence() + 1);
+    second.release().await.unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}
