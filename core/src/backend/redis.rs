@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ProtocolVersion, PushInfo, PushKind, RedisError, Script, Value};
+use redis::{Client, FromRedisValue, ProtocolVersion, PushInfo, PushKind, RedisError, Script, ScriptInvocation, Value};
 use tokio::sync::{Mutex as AsyncMutex, Notify, OnceCell};
 use tokio::time::Instant;
 
@@ -79,7 +79,8 @@ redis.call('hset', KEYS[1], 'token', ARGV[1], 'value', ARGV[2])
 return false
 ";
 
-fn token_key(name: &str) -> String {
+/// The fence counter of lock `name` (Redisson RFencedLock's key).
+pub(super) fn token_key(name: &str) -> String {
     format!("redisson_lock_token:{{{name}}}")
 }
 
@@ -275,6 +276,11 @@ impl RedisBackend {
                 ConnectionManager::new_with_config(client, config).await.map_err(|e| self.err(e))
             })
             .await
+    }
+
+    /// Runs a script that is not one of this backend's own (Redlock's counter round), mapping errors alike.
+    pub(super) async fn invoke<T: FromRedisValue>(&self, script: &ScriptInvocation<'_>) -> Result<T> {
+        script.invoke_async(&mut self.conn.clone()).await.map_err(|e| self.err(e))
     }
 
     async fn release_script(&self, name: &str, holder: &str) -> Result<bool> {

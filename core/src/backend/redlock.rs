@@ -1,12 +1,552 @@
-//! `redlock:// and redis+cluster://`: not built yet.
+//! `redlock://h1:6379,h2:6379,h3:6379[,…]`: the Redlock algorithm over N independent Redis instances. Each instance
+//! holds the same records as `redis://` (Redisson RLock layout) and runs the single-Redis scripts through a
+//! [`RedisBackend`] of its own; this file adds only the majority rules, the validity check and the token round.
+//!
+//! Every round goes to all instances at once, and each instance gets a short timeout (`instance_timeout_ms`, default
+//! 50 ms, never more than the client's request timeout): a dead instance costs a round that much, not redis-rs's
+//! reconnect loop. Connections are made in the background and remade after a failure, so `connect` succeeds while a
+//! minority is down and an instance that comes back rejoins by itself.
+//!
+//! | operation | done when | otherwise |
+//! |---|---|---|
+//! | acquire | a majority granted within validity = ttl − elapsed − drift, and a majority raised its counter | release everywhere; `Busy` if a majority answered, else `Unavailable` |
+//! | renew | a majority extended the record | `LockLost` if too many found it gone for any majority to hold it, else `Unavailable` |
+//! | release | a majority deleted our record | `NotHeld` if too many said it was not ours for a majority to have held it, else `Unavailable` |
+//! | fence write | a majority accepted the token | `Fenced` if too many refused for a majority to accept, else `Unavailable` |
+//! | fence read, inspect | a majority answered: the highest token, the holder a majority agrees on | `Unavailable` |
+//!
+//! Like any quorum register without read repair, a fenced write that failed may still have reached a minority and be
+//! seen by later reads; a write that succeeded is seen by every later read.
+//!
+//! URL: `redlock://[user:password@]host:port,host:port,…[/db][?instance_timeout_ms=N]`, at least three distinct
+//! instances; the credentials and database apply to every instance. `redis+cluster://` is not supported yet.
 
-use std::sync::Arc;
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use super::Backend;
+use async_trait::async_trait;
+use futures::future::{BoxFuture, FutureExt, Shared, join_all};
+use futures::stream::{FuturesUnordered, StreamExt};
+use redis::Script;
+use tokio::time::Instant;
+
+use super::redis::{RedisBackend, token_key};
+use super::{
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, lock_lost, not_held, poll_backoff,
+};
 use crate::error::{Error, ErrorKind, Result};
+use crate::lease::drift;
 use crate::options::ClientOptions;
+use crate::url::redact;
 
-/// Opens the backend `url` names.
-pub(crate) async fn connect(url: &str, _opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
-    Err(Error::new(ErrorKind::Unsupported, format!("URL {url:?}: this backend is not built into this version of fencelock")))
+/// How long one instance may take to answer one request unless the URL says otherwise.
+const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// Fewer instances give no fault tolerance over `redis://`.
+const MIN_INSTANCES: usize = 3;
+
+/// How long a waiter sleeps when the holder's records have no known expiry before it looks again.
+const UNKNOWN_TTL_RECHECK: Duration = Duration::from_millis(100);
+
+/// Raises the fence counter to at least the token just granted; never lowers it.
+/// KEYS: token counter. ARGV: token. Returns 1.
+///
+/// Why tokens never go backwards (DESIGN.md §3). Grant G1 returns token T1 only after a majority R1 of instances
+/// holds a counter ≥ T1 (this script; the instance that issued T1 already does). A later grant G2 is issued by a
+/// majority M2, and T2 is the largest of M2's freshly incremented counters. Then T2 > T1 if either holds:
+/// - instances keep their data: R1 and M2 intersect, and that instance increments a counter ≥ T1;
+/// - server clocks do not step back: a counter lost with its data is re-seeded from the instance's clock in µs
+///   (the acquire script), which exceeds every earlier token, since each token is at most a seed plus the grants
+///   since, and grants come less than once per µs. With several instances this also needs their clocks roughly
+///   in step, as NTP keeps them.
+///
+/// Without this round, an instance of M2 could hold only its own smaller token and T2 ≤ T1 would be possible.
+/// Caveat: a Redisson RFencedLock client that is the first to touch a counter lost with its data restarts it at 1;
+/// only fencelock seeds it.
+const RAISE_COUNTER: &str = r"
+local cur = tonumber(redis.call('get', KEYS[1]) or '0')
+if cur < tonumber(ARGV[1]) then
+  redis.call('set', KEYS[1], ARGV[1])
+end
+return 1
+";
+
+/// Opens the backend `url` names: `redlock://` here; `redis+cluster://` is refused until it is built.
+pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
+    if url.get(..14).is_some_and(|s| s.eq_ignore_ascii_case("redis+cluster:")) {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "URL {:?}: redis+cluster:// is not supported yet; use redis:// for one server or \
+                 redlock://h1,h2,h3 for independent instances",
+                redact(url)
+            ),
+        ));
+    }
+    Ok(Arc::new(RedlockBackend::connect(url, opts).await?))
+}
+
+/// What a `redlock://` URL says.
+#[derive(Debug, PartialEq)]
+struct Config {
+    /// One `redis://` URL per instance, credentials and database included.
+    instances: Vec<String>,
+    instance_timeout: Duration,
+}
+
+fn parse(url: &str) -> Result<Config> {
+    let bad = |why: String| Error::invalid(format!("URL {:?}: {why}", redact(url)));
+    let rest = url.split_once("://").map(|(_, rest)| rest).ok_or_else(|| bad("expected redlock://h1,h2,h3".into()))?;
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (rest, db) = rest.split_once('/').map_or((rest, None), |(rest, db)| (rest, Some(db)));
+    let (auth, hosts) = rest.rsplit_once('@').map_or((None, rest), |(auth, hosts)| (Some(auth), hosts));
+
+    let mut instances: Vec<String> = Vec::new();
+    for host in hosts.split(',').map(str::trim) {
+        if host.is_empty() {
+            return Err(bad("an empty host in the list".into()));
+        }
+        // `[::1]` has colons but no port.
+        let port = if host.rfind(':').is_some_and(|i| !host[i..].contains(']')) { "" } else { ":6379" };
+        let auth = auth.map(|a| format!("{a}@")).unwrap_or_default();
+        let db = db.map(|d| format!("/{d}")).unwrap_or_default();
+        let instance = format!("redis://{auth}{host}{port}{db}");
+        redis::Client::open(instance.as_str()).map_err(|e| bad(format!("host {host:?}: {e}")))?;
+        if instances.contains(&instance) {
+            return Err(bad(format!("host {host:?} is listed twice; each instance must count once")));
+        }
+        instances.push(instance);
+    }
+    if instances.len() < MIN_INSTANCES {
+        return Err(bad(format!(
+            "Redlock needs at least {MIN_INSTANCES} instances, got {}; use redis:// for one server",
+            instances.len()
+        )));
+    }
+
+    let mut instance_timeout = DEFAULT_INSTANCE_TIMEOUT;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("instance_timeout_ms", v)) => match v.parse::<u64>() {
+                Ok(ms) if ms > 0 => instance_timeout = Duration::from_millis(ms),
+                _ => return Err(bad(format!("instance_timeout_ms must be a positive number of ms, got {v:?}"))),
+            },
+            _ => return Err(bad(format!("unknown parameter {pair:?}; expected instance_timeout_ms=N"))),
+        }
+    }
+    Ok(Config { instances, instance_timeout })
+}
+
+/// A connection attempt that any number of requests can await.
+type Dial = Shared<BoxFuture<'static, Result<Arc<RedisBackend>>>>;
+
+/// The latest connection attempt to an instance, and why the one before failed.
+struct Dialing {
+    attempt: Dial,
+    failed: Option<Error>,
+}
+
+/// One Redis instance of the set. Once connected, its `ConnectionManager` reconnects by itself; until then a failed
+/// attempt is followed by another, and requests fail at once with the last error rather than wait for it.
+struct Instance {
+    url: String,
+    opts: ClientOptions,
+    timeout: Duration,
+    dialing: Mutex<Dialing>,
+}
+
+impl fmt::Debug for Instance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Instance").field("url", &redact(&self.url)).field("timeout", &self.timeout).finish()
+    }
+}
+
+impl Instance {
+    fn new(url: String, opts: ClientOptions, timeout: Duration) -> Self {
+        let dialing = Mutex::new(Dialing { attempt: start_dial(url.clone(), opts.clone()), failed: None });
+        Instance { url, opts, timeout, dialing }
+    }
+
+    fn dialing(&self) -> std::sync::MutexGuard<'_, Dialing> {
+        self.dialing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The connection: made, being made for the first time, or — for an instance known to be down — the last error,
+    /// while another attempt starts in the background.
+    async fn connection(&self) -> Result<Arc<RedisBackend>> {
+        let attempt = {
+            let mut dialing = self.dialing();
+            if let Some(Err(e)) = dialing.attempt.peek() {
+                dialing.failed = Some(e.clone());
+                dialing.attempt = start_dial(self.url.clone(), self.opts.clone());
+            }
+            match (dialing.attempt.peek(), &dialing.failed) {
+                (Some(result), _) => return result.clone(),
+                (None, Some(e)) => return Err(e.clone()),
+                (None, None) => dialing.attempt.clone(),
+            }
+        };
+        attempt.await
+    }
+
+    /// The connection if it is made already.
+    fn connected(&self) -> Option<Arc<RedisBackend>> {
+        self.dialing().attempt.peek().and_then(|r| r.as_ref().ok().cloned())
+    }
+
+    /// Runs `op` on this instance within the instance timeout.
+    async fn call<T, Fut>(&self, op: impl FnOnce(Arc<RedisBackend>) -> Fut) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        let work = async { op(self.connection().await?).await };
+        tokio::time::timeout(self.timeout, work).await.unwrap_or_else(|_| {
+            Err(Error::unavailable(format!("{}: no answer within {:?}", redact(&self.url), self.timeout)))
+        })
+    }
+}
+
+/// Starts connecting. A task of its own drives the attempt, so it goes on when every request has stopped waiting for
+/// it, and its result is there for the next request to find.
+fn start_dial(url: String, opts: ClientOptions) -> Dial {
+    let attempt = async move { RedisBackend::connect(&url, &opts).await.map(Arc::new) }.boxed().shared();
+    tokio::spawn(attempt.clone());
+    attempt
+}
+
+/// What one acquire keeps between attempts: each instance's subscription, and which instances another holder's
+/// record was seen on (the only ones whose release messages mean something to us).
+#[derive(Debug)]
+struct Waiting {
+    tickets: Vec<Option<Ticket>>,
+    held_elsewhere: Vec<bool>,
+}
+
+/// The Redlock backend.
+#[derive(Debug)]
+pub(crate) struct RedlockBackend {
+    instances: Vec<Instance>,
+    quorum: usize,
+    raise: Script,
+    url: String,
+}
+
+impl RedlockBackend {
+    async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
+        let config = parse(url)?;
+        let timeout = config.instance_timeout.min(opts.request_timeout);
+        let instance_opts = opts.clone().request_timeout(timeout);
+        let backend = RedlockBackend {
+            quorum: config.instances.len() / 2 + 1,
+            instances: config.instances.into_iter().map(|u| Instance::new(u, instance_opts.clone(), timeout)).collect(),
+            raise: Script::new(RAISE_COUNTER),
+            url: redact(url),
+        };
+        backend.await_majority(opts.connect_timeout).await?;
+        Ok(backend)
+    }
+
+    /// Waits until a majority of instances is connected; `Unavailable` once that cannot happen or `limit` passes.
+    async fn await_majority(&self, limit: Duration) -> Result<()> {
+        let mut dials: FuturesUnordered<_> = self.instances.iter().map(Instance::connection).collect();
+        let (mut up, mut errors) = (0, Vec::new());
+        let count = async {
+            while let Some(result) = dials.next().await {
+                match result {
+                    Ok(_) => up += 1,
+                    Err(e) => errors.push(e),
+                }
+                if up >= self.quorum || errors.len() > self.instances.len() - self.quorum {
+                    break;
+                }
+            }
+        };
+        if tokio::time::timeout(limit, count).await.is_err() {
+            errors.push(Error::unavailable(format!("the others did not connect within {limit:?}")));
+        }
+        if up >= self.quorum { Ok(()) } else { Err(self.no_majority("connected", up, 0, &errors)) }
+    }
+
+    /// Runs `op` on every instance at once; one result per instance, in URL order.
+    async fn on_all<T, F, Fut>(&self, op: F) -> Vec<Result<T>>
+    where
+        F: Fn(Arc<RedisBackend>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        join_all(self.instances.iter().map(|i| i.call(&op))).await
+    }
+
+    /// `Unavailable`, saying how many instances did what and what the others said.
+    fn no_majority(&self, did: &str, yes: usize, refused: usize, errors: &[Error]) -> Error {
+        let why: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        Error::unavailable(format!(
+            "{}: {did} on {yes} of {} instances, {} needed ({refused} refused, {} failed: {})",
+            self.url,
+            self.instances.len(),
+            self.quorum,
+            errors.len(),
+            why.join("; ")
+        ))
+    }
+
+    /// The rule of renew, release and fenced writes: done if a majority did it; refused, with `refusal` made from
+    /// the first refusal, once too many refused for any majority to have done it; else `Unavailable`.
+    fn majority(&self, did: &str, results: Vec<Result<()>>, refusal: impl FnOnce(Error) -> Error) -> Result<()> {
+        let (mut yes, mut refused, mut errors) = (0, Vec::new(), Vec::new());
+        for result in results {
+            match result {
+                Ok(()) => yes += 1,
+                Err(e) if matches!(e.kind(), ErrorKind::LockLost | ErrorKind::NotHeld | ErrorKind::Fenced) => {
+                    refused.push(e)
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        if yes >= self.quorum {
+            Ok(())
+        } else if refused.len() > self.instances.len() - self.quorum {
+            Err(refusal(refused.swap_remove(0)))
+        } else {
+            Err(self.no_majority(did, yes, refused.len(), &errors))
+        }
+    }
+
+    /// The answers of a round that only reads, if a majority gave one.
+    fn majority_answers<T>(&self, did: &str, results: Vec<Result<T>>) -> Result<Vec<T>> {
+        let (mut answers, mut errors) = (Vec::new(), Vec::new());
+        for result in results {
+            match result {
+                Ok(answer) => answers.push(answer),
+                Err(e) => errors.push(e),
+            }
+        }
+        if answers.len() >= self.quorum { Ok(answers) } else { Err(self.no_majority(did, answers.len(), 0, &errors)) }
+    }
+
+    /// Raises the counter of every instance to `token` (see [`RAISE_COUNTER`] for why); needs a majority.
+    async fn raise_counters(&self, name: &str, token: u64) -> Result<()> {
+        let key = token_key(name);
+        let raise = |b: Arc<RedisBackend>| {
+            let mut invocation = self.raise.key(&key);
+            invocation.arg(token);
+            async move { b.invoke::<i64>(&invocation).await.map(drop) }
+        };
+        let results = self.on_all(raise).await;
+        self.majority("raised the token counter", results, |e| e)
+    }
+
+    /// Turns a majority of grants into the lock: the token is their maximum, raised on a majority, and the validity
+    /// left after both rounds must be positive.
+    async fn seal(&self, req: &AcquireRequest, tokens: &[u64], started: Instant) -> Result<Grant> {
+        let token = tokens.iter().copied().max().unwrap_or_default();
+        self.raise_counters(&req.name, token).await?;
+        let validity = req.ttl.saturating_sub(started.elapsed()).saturating_sub(drift(req.ttl));
+        if validity.is_zero() {
+            return Err(Error::unavailable(format!(
+                "{}: granted on {} of {} instances, but that took {:?} of the {:?} TTL",
+                self.url,
+                tokens.len(),
+                self.instances.len(),
+                started.elapsed(),
+                req.ttl
+            )));
+        }
+        Ok(Grant { name: req.name.clone(), holder: req.holder.clone(), token, key: None })
+    }
+
+    /// Deletes `holder`'s record on every instance where it exists (a failed attempt, an abandoned acquire).
+    async fn release_everywhere(&self, req: &AcquireRequest) -> Vec<Result<()>> {
+        self.on_all(|b| async move { b.abandon(req).await }).await
+    }
+
+    /// How long until the holders' records have expired on enough instances for a majority to be free: the longest
+    /// a missed wake-up can cost. `None` if another holder has no majority (a split vote) or an expiry is unknown.
+    fn free_in(&self, holder_ttls: Vec<Option<Duration>>) -> Option<Duration> {
+        let must_expire = holder_ttls.len().checked_sub(self.instances.len() - self.quorum).filter(|&k| k > 0)?;
+        let mut ttls: Vec<Duration> = holder_ttls.into_iter().map(|t| t.unwrap_or(Duration::MAX)).collect();
+        ttls.sort();
+        Some(ttls[must_expire - 1]).filter(|&t| t != Duration::MAX)
+    }
+
+    /// The holder of the lock and when it frees: a holder needs records on a majority, and the lock is held until
+    /// all but a minority of them expire.
+    fn majority_holder(&self, infos: &[LockInfo]) -> (Option<String>, Option<Duration>) {
+        for candidate in infos.iter().filter_map(|i| i.holder.as_ref()) {
+            let mut remaining: Vec<Option<Duration>> =
+                infos.iter().filter(|i| i.holder.as_ref() == Some(candidate)).map(|i| i.remaining).collect();
+            if remaining.len() >= self.quorum {
+                remaining.sort_by(|a, b| b.cmp(a));
+                return (Some(candidate.clone()), remaining[self.quorum - 1]);
+            }
+        }
+        (None, None)
+    }
+}
+
+#[async_trait]
+impl Backend for RedlockBackend {
+    fn capability(&self) -> Capability {
+        Capability { fencing: true, native_wait: true, fair: false, session_bound: false }
+    }
+
+    fn describe(&self) -> &str {
+        &self.url
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
+        let n = self.instances.len();
+        let state = ticket.get_or_insert_with(|| {
+            Ticket::new(Waiting { tickets: (0..n).map(|_| None).collect(), held_elsewhere: vec![false; n] })
+        });
+        let Some(waiting) = state.get_mut::<Waiting>() else {
+            return Err(Error::internal("redlock try_acquire: foreign ticket"));
+        };
+
+        let started = Instant::now();
+        let attempts = self.instances.iter().zip(waiting.tickets.iter_mut());
+        let results =
+            join_all(attempts.map(|(i, t)| i.call(move |b| async move { b.try_acquire(req, t).await }))).await;
+        let (mut tokens, mut holder_ttls, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+        for (result, elsewhere) in results.into_iter().zip(waiting.held_elsewhere.iter_mut()) {
+            *elsewhere = false;
+            match result {
+                Ok(Attempt::Acquired(grant)) => tokens.push(grant.token),
+                Ok(Attempt::Busy(busy)) => {
+                    *elsewhere = true;
+                    holder_ttls.push(busy.holder_ttl);
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+
+        if tokens.len() >= self.quorum {
+            let sealed = self.seal(req, &tokens, started).await;
+            if sealed.is_err() {
+                self.release_everywhere(req).await;
+            }
+            return sealed.map(Attempt::Acquired);
+        }
+        // Not ours: records left behind would block others until they expire.
+        self.release_everywhere(req).await;
+        if tokens.len() + holder_ttls.len() < self.quorum {
+            return Err(self.no_majority("acquired", tokens.len(), holder_ttls.len(), &errors));
+        }
+        Ok(Attempt::Busy(Busy { holder_ttl: self.free_in(holder_ttls) }))
+    }
+
+    async fn wait(
+        &self,
+        req: &AcquireRequest,
+        busy: &Busy,
+        ticket: &mut Option<Ticket>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let Some(waiting) = ticket.as_mut().and_then(|t| t.get_mut::<Waiting>()) else {
+            poll_backoff(busy, deadline).await;
+            return Ok(());
+        };
+        // Only instances holding another's record: where we were granted, our own clean-up sent a release message.
+        let listeners: Vec<_> = self
+            .instances
+            .iter()
+            .zip(waiting.tickets.iter_mut())
+            .zip(&waiting.held_elsewhere)
+            .filter(|(_, elsewhere)| **elsewhere)
+            .filter_map(|((instance, t), _)| Some((instance.connected()?, t)))
+            .collect();
+        if listeners.len() < self.quorum {
+            // Nobody holds a majority (a split vote, or records expiring): Redlock retries after a random delay.
+            poll_backoff(busy, deadline).await;
+            return Ok(());
+        }
+        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(UNKNOWN_TTL_RECHECK);
+        if let Some(d) = deadline {
+            until = until.min(d);
+        }
+        let mut woken: FuturesUnordered<_> = listeners
+            .into_iter()
+            .map(|(b, t)| async move {
+                // An instance that fails here cannot wake us; the others, or the bound, will.
+                if b.wait(req, busy, t, deadline).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            })
+            .collect();
+        let _ = tokio::time::timeout_at(until, woken.next()).await;
+        Ok(())
+    }
+
+    async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
+        let results = self.on_all(|b| async move { b.renew(grant, ttl).await }).await;
+        self.majority("renewed", results, |_| lock_lost(grant, &self.url))
+    }
+
+    async fn release(&self, grant: &Grant) -> Result<()> {
+        let results = self.on_all(|b| async move { b.release(grant).await }).await;
+        self.majority("released", results, |_| not_held(grant, &self.url))
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        let results = self.release_everywhere(req).await;
+        self.majority_answers("cleaned up", results).map(drop)
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        let results = self.on_all(|b| async move { b.force_release(name).await }).await;
+        Ok(self.majority_answers("force-released", results)?.contains(&true))
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        let results = self.on_all(|b| async move { b.inspect(name).await }).await;
+        let infos = self.majority_answers("inspected", results)?;
+        let (holder, remaining) = self.majority_holder(&infos);
+        Ok(LockInfo { holder, remaining, last_token: infos.iter().filter_map(|i| i.last_token).max() })
+    }
+
+    async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
+        let results = self.on_all(|b| async move { b.fence_write(resource, token, value).await }).await;
+        self.majority("fence written", results, |e| e)
+    }
+
+    async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
+        let results = self.on_all(|b| async move { b.fence_read(resource).await }).await;
+        let answers = self.majority_answers("fence read", results)?;
+        Ok(answers.into_iter().max_by_key(|(token, _)| *token).unwrap_or_default())
+    }
+
+    async fn close(&self) {
+        join_all(self.instances.iter().filter_map(Instance::connected).map(|b| async move { b.close().await })).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_every_instance() {
+        let c = parse("redlock://u:pw@a:1,b:2,[::1]/3?instance_timeout_ms=20").unwrap();
+        assert_eq!(c.instances, ["redis://u:pw@a:1/3", "redis://u:pw@b:2/3", "redis://u:pw@[::1]:6379/3"]);
+        assert_eq!(c.instance_timeout, Duration::from_millis(20));
+        assert_eq!(parse("redlock://a,b,c").unwrap().instance_timeout, DEFAULT_INSTANCE_TIMEOUT);
+    }
+
+    #[test]
+    fn bad_urls_name_the_problem() {
+        for (url, says) in [
+            ("redlock://a,b", "at least 3"),
+            ("redlock://a,,b", "empty host"),
+            ("redlock://a,b,a:6379", "listed twice"),
+            ("redlock://a,b,c?instance_timeout_ms=0", "positive"),
+            ("redlock://a,b,c?colour=blue", "unknown parameter"),
+            ("redlock://u:secret@a,b", "u:***@"),
+        ] {
+            let err = parse(url).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{url}");
+            assert!(err.message().contains(says), "{url}: {err}");
+            assert!(!err.message().contains("secret"), "{err}");
+        }
+    }
 }
