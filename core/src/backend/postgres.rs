@@ -1,12 +1,604 @@
-//! `postgres://`: not built yet.
+//! `postgres://` / `postgresql://`: the SQLite backend's table algorithm on a server. A row per lock in
+//! `fencelock_locks` (holder, count, expires_at in unix µs, fence); every step is one statement, so row locks make it
+//! atomic, and every time in it is the server's clock, so client clocks never matter. The fence counter stays in the
+//! row after release, and a new row is seeded from the server clock in µs, so tokens keep rising.
+//!
+//! Release notifies the channel `fencelock_<md5 hex of the name>` (SQL: `'fencelock_' || md5(name)`) in the same
+//! statement, so the notification is sent exactly when the release commits. Waiters LISTEN on one connection per
+//! client; a notification they miss costs at most the holder's remaining TTL, the bound every wait uses.
+//!
+//! Commands share one connection rather than a pool: tokio-postgres pipelines concurrent queries on it, and every
+//! statement here is a short autocommit one on one row, so more connections would add server processes, not speed.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
-use super::Backend;
+use async_trait::async_trait;
+use md5::{Digest, Md5};
+use tokio::sync::{Mutex as AsyncMutex, Notify};
+use tokio::time::Instant;
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::tls::NoTlsStream;
+use tokio_postgres::types::FromSqlOwned;
+use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socket, Statement};
+
+use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
+use crate::url::redact;
+
+/// Prefixes a statement with the CTE `now`: the server clock in unix µs, read once so every comparison in the
+/// statement agrees. `clock_timestamp()`, not `now()`: `now()` is the start of the transaction, which need not be
+/// the start of this statement.
+macro_rules! with_now {
+    ($sql:literal) => {
+        concat!("WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us) ", $sql)
+    };
+}
+
+/// The schema, created if absent. The statements run as one implicit transaction (one simple query), and the
+/// advisory lock lets one connection at a time in: concurrent `CREATE TABLE IF NOT EXISTS` can still collide in
+/// the catalog with a unique violation. The key is "fenceloc" in ASCII.
+const SCHEMA: &str = "
+    SELECT pg_advisory_xact_lock(7378424937698848611);
+    CREATE TABLE IF NOT EXISTS fencelock_locks (
+        name TEXT PRIMARY KEY,
+        holder TEXT,
+        count INTEGER NOT NULL DEFAULT 0,
+        expires_at BIGINT NOT NULL DEFAULT 0,  -- unix µs, server clock
+        fence BIGINT NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS fencelock_fences (
+        resource TEXT PRIMARY KEY,
+        token BIGINT NOT NULL,
+        value BYTEA NOT NULL
+    );";
+
+// Creating needs the CREATE privilege even when the tables exist, so look first: a user who may only read and
+// write them still connects.
+const SCHEMA_EXISTS: &str =
+    "SELECT to_regclass('fencelock_locks') IS NOT NULL AND to_regclass('fencelock_fences') IS NOT NULL";
+
+// Free, expired or already ours (a grant whose reply was lost) → take it with the next token. Busy → the holder's
+// remaining µs, from the statement's snapshot (NULL if the holder's row is newer than it: then the caller's default
+// bound applies). $1 name, $2 holder, $3 ttl µs → (token or NULL, remaining µs).
+const ACQUIRE: &str = with_now!(
+    "
+    , took AS (
+        INSERT INTO fencelock_locks AS l (name, holder, count, expires_at, fence)
+        SELECT $1, $2, 1, us + $3, us FROM now
+        ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, count = 1, expires_at = excluded.expires_at,
+            fence = l.fence + 1
+        WHERE l.holder IS NULL OR l.expires_at <= (SELECT us FROM now) OR l.holder = excluded.holder
+        RETURNING fence)
+    SELECT (SELECT fence FROM took), (SELECT expires_at - us FROM fencelock_locks, now WHERE name = $1)"
+);
+
+// $1 name, $2 holder, $3 fence, $4 ttl µs. One row if extended; none if no longer ours.
+const RENEW: &str = with_now!(
+    "
+    UPDATE fencelock_locks SET expires_at = now.us + $4 FROM now
+    WHERE name = $1 AND holder = $2 AND fence = $3 AND expires_at > now.us"
+);
+
+// Release, abandon and force-release in one: frees the record if held, and by $2/$3 when given (NULL matches any),
+// then notifies channel $4. The row is locked before it is read, so `live` is its state when freed (an UPDATE's
+// RETURNING only sees the new row). $1 name, $2 holder, $3 fence, $4 channel → one row (live) if freed.
+const FREE: &str = with_now!(
+    "
+    , target AS (
+        SELECT name, expires_at > now.us AS live FROM fencelock_locks, now
+        WHERE name = $1 AND holder IS NOT NULL AND holder = coalesce($2, holder) AND fence = coalesce($3, fence)
+        FOR UPDATE OF fencelock_locks)
+    , freed AS (
+        UPDATE fencelock_locks l SET holder = NULL, count = 0, expires_at = 0 FROM target
+        WHERE l.name = target.name
+        RETURNING target.live)
+    SELECT live, pg_notify($4, '') FROM freed"
+);
+
+// $1 name → (holder, remaining µs, fence).
+const INSPECT: &str = with_now!("SELECT holder, expires_at - now.us, fence FROM fencelock_locks, now WHERE name = $1");
+
+const FENCE_WRITE: &str = "
+    INSERT INTO fencelock_fences AS f (resource, token, value) VALUES ($1, $2, $3)
+    ON CONFLICT (resource) DO UPDATE SET token = excluded.token, value = excluded.value
+    WHERE excluded.token >= f.token
+    RETURNING token";
+
+const FENCE_READ: &str = "SELECT token, value FROM fencelock_fences WHERE resource = $1";
+
+/// The NOTIFY channel of a lock. Channel names are identifiers of at most 63 bytes and lock names may have 512, so
+/// the name is hashed; md5 because the server has it too, so SQL can compute the same channel.
+fn channel(name: &str) -> String {
+    let digest = Md5::digest(name.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("fencelock_{hex}")
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Column `i` of `row`; a type mismatch is a bug in the statements above, reported rather than panicking.
+fn col<T: FromSqlOwned>(row: &Row, i: usize) -> Result<T> {
+    row.try_get(i).map_err(|e| Error::internal(format!("postgres: unexpected reply: {e}")))
+}
+
+/// The backend as a URL without secrets: rebuilt from the parsed settings, so a password in the query string
+/// (`?password=`) is left out as surely as one in the authority.
+fn describe(config: &Config) -> String {
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            // libpq rules: one port per host, or one port for all, or the default.
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            match host {
+                Host::Tcp(h) => format!("{h}:{port}"),
+                #[cfg(unix)]
+                Host::Unix(dir) => format!("{}:{port}", dir.display()),
+            }
+        })
+        .collect();
+    let user = config.get_user().map(|u| format!("{u}@")).unwrap_or_default();
+    format!("postgres://{user}{}/{}", hosts.join(","), config.get_dbname().unwrap_or(""))
+}
+
+/// The command connection with its statements, prepared once per connection so each step is one round trip.
+#[derive(Debug)]
+struct Session {
+    client: Client,
+    acquire: Statement,
+    renew: Statement,
+    free: Statement,
+    inspect: Statement,
+    fence_write: Statement,
+    fence_read: Statement,
+}
+
+/// Notifications seen on one channel: waiters compare generations, so one that lands between an attempt and the
+/// wait is not missed.
+#[derive(Debug, Default)]
+struct Channel {
+    generation: AtomicU64,
+    notify: Notify,
+}
+
+impl Channel {
+    fn wake(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    waiters: usize,
+    listening: bool,
+    channel: Arc<Channel>,
+}
+
+/// The connection that carries this client's LISTENs, and the channels its waiters wait on.
+#[derive(Debug)]
+struct Listener {
+    client: Client,
+    map: Mutex<HashMap<String, Entry>>,
+    // Serialises LISTEN/UNLISTEN so a late UNLISTEN never undoes a newer LISTEN.
+    order: AsyncMutex<()>,
+}
+
+impl Listener {
+    fn wake(&self, channel: &str) {
+        if let Some(e) = self.map.lock().unwrap().get(channel) {
+            e.channel.wake();
+        }
+    }
+
+    fn wake_all(&self) {
+        self.map.lock().unwrap().values().for_each(|e| e.channel.wake());
+    }
+}
+
+/// Reads the listening connection's messages and wakes the channels they name, until the connection ends.
+async fn dispatch(mut conn: Connection<Socket, NoTlsStream>, listener: Weak<Listener>) {
+    while let Some(Ok(message)) = std::future::poll_fn(|cx| conn.poll_message(cx)).await {
+        if let (AsyncMessage::Notification(n), Some(l)) = (message, listener.upgrade()) {
+            l.wake(n.channel());
+        }
+    }
+    // Notifications may have been lost with the connection: every waiter re-checks, and re-listens on a new one.
+    if let Some(l) = listener.upgrade() {
+        l.wake_all();
+    }
+}
+
+/// One waiter's interest in a channel; dropping the last one UNLISTENs.
+#[derive(Debug)]
+struct Subscription {
+    listener: Arc<Listener>,
+    name: String,
+    channel: Arc<Channel>,
+}
+
+impl Subscription {
+    async fn open(listener: Arc<Listener>, name: String) -> Result<Self, tokio_postgres::Error> {
+        let channel = {
+            let mut map = listener.map.lock().unwrap();
+            let e = map.entry(name.clone()).or_default();
+            e.waiters += 1;
+            e.channel.clone()
+        };
+        // Made before the await, so a failed or cancelled LISTEN still gives the waiter count back.
+        let sub = Subscription { listener, name, channel };
+        sub.listen().await?;
+        Ok(sub)
+    }
+
+    /// LISTENs on the channel unless this connection already does.
+    async fn listen(&self) -> Result<(), tokio_postgres::Error> {
+        let _order = self.listener.order.lock().await;
+        let listening = self.listener.map.lock().unwrap().get(&self.name).is_some_and(|e| e.listening);
+        if !listening {
+            // The channel is `fencelock_` + hex: a lower-case identifier that needs no quoting.
+            self.listener.client.batch_execute(&format!("LISTEN {}", self.name)).await?;
+            if let Some(e) = self.listener.map.lock().unwrap().get_mut(&self.name) {
+                e.listening = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let last = {
+            let mut map = self.listener.map.lock().unwrap();
+            let left = map.get_mut(&self.name).map(|e| {
+                e.waiters -= 1;
+                e.waiters
+            });
+            if left == Some(0) {
+                map.remove(&self.name);
+            }
+            left == Some(0)
+        };
+        if !last || self.listener.client.is_closed() {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let (listener, name) = (self.listener.clone(), self.name.clone());
+            handle.spawn(async move {
+                let _order = listener.order.lock().await;
+                if !listener.map.lock().unwrap().contains_key(&name) {
+                    let _ = listener.client.batch_execute(&format!("UNLISTEN {name}")).await;
+                }
+            });
+        }
+    }
+}
+
+/// A waiter's ticket: its subscription and the last notification generation it has seen.
+#[derive(Debug)]
+struct Waiting {
+    sub: Subscription,
+    seen: u64,
+}
+
+/// The PostgreSQL backend.
+#[derive(Debug)]
+pub(crate) struct PostgresBackend {
+    config: Config,
+    url: String,
+    opts: ClientOptions,
+    session: AsyncMutex<Option<Arc<Session>>>,
+    listener: AsyncMutex<Option<Arc<Listener>>>,
+    closed: AtomicBool,
+}
 
 /// Opens the backend `url` names.
-pub(crate) async fn connect(url: &str, _opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
-    Err(Error::new(ErrorKind::Unsupported, format!("URL {url:?}: this backend is not built into this version of fencelock")))
+pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(PostgresBackend::connect(url, opts).await?))
+}
+
+/// The value in `slot` while `live` says its connection is up, else a new one from `open` (one opener at a time).
+async fn live_or_open<T, F>(slot: &AsyncMutex<Option<Arc<T>>>, live: impl Fn(&T) -> bool, open: F) -> Result<Arc<T>>
+where
+    F: Future<Output = Result<Arc<T>>>,
+{
+    let mut slot = slot.lock().await;
+    if let Some(v) = slot.as_ref().filter(|v| live(v)) {
+        return Ok(v.clone());
+    }
+    *slot = None;
+    let v = open.await?;
+    *slot = Some(v.clone());
+    Ok(v)
+}
+
+impl PostgresBackend {
+    async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
+        let mut config = Config::from_str(url).map_err(|e| Error::invalid(format!("URL {:?}: {e}", redact(url))))?;
+        let shown = describe(&config);
+        if config.get_hosts().is_empty() {
+            return Err(Error::invalid(format!("URL {:?} names no host", redact(url))));
+        }
+        if config.get_ssl_mode() == SslMode::Require {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("{shown}: sslmode=require, but TLS is not built in"),
+            ));
+        }
+        config.connect_timeout(opts.connect_timeout);
+        let backend = PostgresBackend {
+            config,
+            url: shown,
+            opts: opts.clone(),
+            session: AsyncMutex::default(),
+            listener: AsyncMutex::default(),
+            closed: AtomicBool::new(false),
+        };
+        // Connect now, so a bad address or schema problem is reported by connect rather than by the first lock.
+        backend.session().await?;
+        Ok(backend)
+    }
+
+    /// Maps a driver error: a lost connection or a server going away is `Unavailable`, the rest is a bug.
+    fn err(&self, e: tokio_postgres::Error) -> Error {
+        let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
+        // SQLSTATE classes 08 connection exception, 53 insufficient resources, 57 operator intervention.
+        let transient = e.code().is_some_and(|c| matches!(&c.code()[..2], "08" | "53" | "57"));
+        if e.is_closed() || io || transient {
+            Error::unavailable(format!("{}: {e}", self.url))
+        } else {
+            Error::internal(format!("{}: unexpected reply: {e}", self.url))
+        }
+    }
+
+    /// A new connection within the connect timeout; its `Connection` half must be driven by the caller.
+    async fn open_connection(&self) -> Result<(Client, Connection<Socket, NoTlsStream>)> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.url)));
+        }
+        tokio::time::timeout(self.opts.connect_timeout, self.config.connect(NoTls))
+            .await
+            .map_err(|_| {
+                Error::unavailable(format!("{}: no connection within {:?}", self.url, self.opts.connect_timeout))
+            })?
+            .map_err(|e| Error::unavailable(format!("{}: cannot connect: {e}", self.url)))
+    }
+
+    async fn open_session(&self) -> Result<Session> {
+        let (client, conn) = self.open_connection().await?;
+        let url = self.url.clone();
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(backend = %url, error = %e, "command connection ended");
+            }
+        });
+        let setup = async {
+            if !client.query_one(SCHEMA_EXISTS, &[]).await?.try_get::<_, bool>(0)? {
+                client.batch_execute(SCHEMA).await?;
+            }
+            // Prepared concurrently: the requests share the pipeline, so this costs about one round trip.
+            let (acquire, renew, free, inspect, fence_write, fence_read) = futures::try_join!(
+                client.prepare(ACQUIRE),
+                client.prepare(RENEW),
+                client.prepare(FREE),
+                client.prepare(INSPECT),
+                client.prepare(FENCE_WRITE),
+                client.prepare(FENCE_READ),
+            )?;
+            Ok::<_, tokio_postgres::Error>((acquire, renew, free, inspect, fence_write, fence_read))
+        };
+        let (acquire, renew, free, inspect, fence_write, fence_read) =
+            tokio::time::timeout(self.opts.connect_timeout, setup)
+                .await
+                .map_err(|_| {
+                    Error::unavailable(format!("{}: no schema reply within {:?}", self.url, self.opts.connect_timeout))
+                })?
+                .map_err(|e| self.err(e).context("preparing the fencelock tables"))?;
+        Ok(Session { client, acquire, renew, free, inspect, fence_write, fence_read })
+    }
+
+    /// The command connection, re-established if it was lost.
+    async fn session(&self) -> Result<Arc<Session>> {
+        live_or_open(&self.session, |s| !s.client.is_closed(), async { self.open_session().await.map(Arc::new) }).await
+    }
+
+    /// The listening connection, made on first use and re-established if it was lost.
+    async fn listener(&self) -> Result<Arc<Listener>> {
+        live_or_open(&self.listener, |l| !l.client.is_closed(), async {
+            let (client, conn) = self.open_connection().await?;
+            let listener = Arc::new(Listener { client, map: Mutex::default(), order: AsyncMutex::default() });
+            tokio::spawn(dispatch(conn, Arc::downgrade(&listener)));
+            Ok(listener)
+        })
+        .await
+    }
+
+    /// Runs one request within the request timeout. A connection that stops answering is dropped, so the next
+    /// call connects afresh instead of waiting on it again.
+    async fn call<T>(
+        &self,
+        session: &Arc<Session>,
+        request: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.opts.request_timeout, request).await {
+            Ok(reply) => reply.map_err(|e| self.err(e)),
+            Err(_) => {
+                let mut slot = self.session.lock().await;
+                if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, session)) {
+                    *slot = None;
+                }
+                Err(Error::unavailable(format!("{}: no reply within {:?}", self.url, self.opts.request_timeout)))
+            }
+        }
+    }
+
+    /// Frees `name`'s record if held (and by `holder`, with `token`, when given), notifying its waiters.
+    /// `Some(live)` if a record was freed, where `live` says whether its TTL had not yet passed.
+    async fn free(&self, name: &str, holder: Option<&str>, token: Option<u64>) -> Result<Option<bool>> {
+        let s = self.session().await?;
+        let token = token.map(|t| t as i64);
+        let row = self.call(&s, s.client.query_opt(&s.free, &[&name, &holder, &token, &channel(name)])).await?;
+        row.map(|r| col(&r, 0)).transpose()
+    }
+}
+
+#[async_trait]
+impl Backend for PostgresBackend {
+    fn capability(&self) -> Capability {
+        Capability { fencing: true, native_wait: true, fair: false, session_bound: false }
+    }
+
+    fn describe(&self) -> &str {
+        &self.url
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
+        // Remember which notifications were already seen, so `wait` returns at once for one that lands meanwhile.
+        if let Some(w) = ticket.as_mut().and_then(|t| t.get_mut::<Waiting>()) {
+            w.seen = w.sub.channel.generation.load(Ordering::SeqCst);
+        }
+        let s = self.session().await?;
+        let row = self.call(&s, s.client.query_one(&s.acquire, &[&req.name, &req.holder, &micros(req.ttl)])).await?;
+        Ok(match col::<Option<i64>>(&row, 0)? {
+            Some(token) => Attempt::Acquired(Grant {
+                name: req.name.clone(),
+                holder: req.holder.clone(),
+                token: token as u64,
+                key: None,
+            }),
+            None => {
+                let left: Option<i64> = col(&row, 1)?;
+                Attempt::Busy(Busy { holder_ttl: left.map(|l| Duration::from_micros(l.max(0) as u64)) })
+            }
+        })
+    }
+
+    async fn wait(
+        &self,
+        req: &AcquireRequest,
+        busy: &Busy,
+        ticket: &mut Option<Ticket>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(Duration::from_millis(100));
+        if let Some(d) = deadline {
+            until = until.min(d);
+        }
+        let listening =
+            ticket.as_mut().and_then(|t| t.get_mut::<Waiting>()).is_some_and(|w| !w.sub.listener.client.is_closed());
+        if !listening {
+            *ticket = None;
+            let listener = self.listener().await?;
+            let sub = Subscription::open(listener, channel(&req.name)).await.map_err(|e| self.err(e))?;
+            let seen = sub.channel.generation.load(Ordering::SeqCst);
+            *ticket = Some(Ticket::new(Waiting { sub, seen }));
+            // Listening only now: a release since the attempt notified no one we could hear, so look once.
+            if self.inspect(&req.name).await?.holder.is_none() {
+                return Ok(());
+            }
+        }
+        let Some(w) = ticket.as_mut().and_then(|t| t.get_mut::<Waiting>()) else {
+            return Err(Error::internal("postgres wait: foreign ticket"));
+        };
+        let notified = w.sub.channel.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if w.sub.channel.generation.load(Ordering::SeqCst) != w.seen {
+            return Ok(());
+        }
+        let _ = tokio::time::timeout_at(until, notified).await;
+        Ok(())
+    }
+
+    async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
+        let s = self.session().await?;
+        let params = [&grant.name as _, &grant.holder as _, &(grant.token as i64) as _, &micros(ttl) as _];
+        let n = self.call(&s, s.client.execute(&s.renew, &params)).await?;
+        if n == 0 { Err(lock_lost(grant, &self.url)) } else { Ok(()) }
+    }
+
+    async fn release(&self, grant: &Grant) -> Result<()> {
+        match self.free(&grant.name, Some(&grant.holder), Some(grant.token)).await? {
+            Some(true) => Ok(()),
+            _ => Err(not_held(grant, &self.url)),
+        }
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        self.free(&req.name, Some(&req.holder), None).await.map(drop)
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        Ok(self.free(name, None, None).await? == Some(true))
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        let s = self.session().await?;
+        let Some(row) = self.call(&s, s.client.query_opt(&s.inspect, &[&name])).await? else {
+            return Ok(LockInfo { holder: None, remaining: None, last_token: None });
+        };
+        let (holder, left, fence): (Option<String>, i64, i64) = (col(&row, 0)?, col(&row, 1)?, col(&row, 2)?);
+        let live = holder.is_some() && left > 0;
+        Ok(LockInfo {
+            holder: holder.filter(|_| live),
+            remaining: live.then(|| Duration::from_micros(left as u64)),
+            last_token: Some(fence as u64),
+        })
+    }
+
+    async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
+        let signed = i64::try_from(token)
+            .map_err(|_| Error::invalid(format!("fence {resource:?} on {}: token {token} exceeds i64", self.url)))?;
+        let s = self.session().await?;
+        let stored = self.call(&s, s.client.query_opt(&s.fence_write, &[&resource, &signed, &value])).await?;
+        if stored.is_some() {
+            return Ok(());
+        }
+        let (highest, _) = self.fence_read(resource).await?;
+        Err(fenced(resource, &self.url, token, highest))
+    }
+
+    async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
+        let s = self.session().await?;
+        let Some(row) = self.call(&s, s.client.query_opt(&s.fence_read, &[&resource])).await? else {
+            return Ok((0, Vec::new()));
+        };
+        Ok((col::<i64>(&row, 0)? as u64, col(&row, 1)?))
+    }
+
+    async fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        // Dropping the clients ends their connections once in-flight calls let go of them.
+        self.session.lock().await.take();
+        self.listener.lock().await.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_are_short_identifiers() {
+        // The same as SQL `'fencelock_' || md5('a')`.
+        assert_eq!(channel("a"), "fencelock_0cc175b9c0f1b6a831c399e269772661");
+        assert_eq!(channel(&"x".repeat(512)).len(), 42);
+    }
+
+    #[test]
+    fn descriptions_hide_passwords() {
+        let config = Config::from_str("postgres://u:secret@h:5433/db?password=other").unwrap();
+        assert_eq!(describe(&config), "postgres://u@h:5433/db");
+        let config = Config::from_str("postgresql://a,b:7/x").unwrap();
+        assert_eq!(describe(&config), "postgres://a:5432,b:7/x");
+    }
 }

@@ -1,0 +1,272 @@
+//! The PostgreSQL backend against a real server (`FENCELOCK_TEST_POSTGRES`, started by scripts/services.sh). Each
+//! test makes a database of its own, so it starts from an empty schema, and drops it afterwards.
+
+mod support;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fencelock::{Client, ClientOptions, ErrorKind, LockOptions};
+use tokio::time::Instant;
+
+/// A database made for one test: created empty, checked for held rows by `finish`, dropped on drop.
+struct TestDb {
+    base: String,
+    name: String,
+    url: String,
+}
+
+/// `url` pointing at database `db`.
+fn with_dbname(url: &str, db: &str) -> String {
+    let (base, query) = url.split_once('?').map_or((url, String::new()), |(b, q)| (b, format!("?{q}")));
+    let authority = base.find("://").map_or(0, |i| i + 3);
+    let end = base[authority..].find('/').map_or(base.len(), |i| authority + i);
+    format!("{}/{db}{query}", &base[..end])
+}
+
+/// A plain SQL connection, for creating databases and looking at tables directly.
+async fn sql(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+impl TestDb {
+    /// `None` (the test is skipped) when no server is configured.
+    async fn create() -> Option<TestDb> {
+        let base = support::service_url("FENCELOCK_TEST_POSTGRES")?;
+        let name = format!("fencelock_t_{}", uuid::Uuid::new_v4().simple());
+        sql(&base).await.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+        Some(TestDb { url: with_dbname(&base, &name), base, name })
+    }
+
+    async fn sql(&self) -> tokio_postgres::Client {
+        sql(&self.url).await
+    }
+
+    /// Checks that no lock row is left held: every test releases what it takes.
+    async fn finish(self) {
+        let held: i64 = self
+            .sql()
+            .await
+            .query_one("SELECT count(*) FROM fencelock_locks WHERE holder IS NOT NULL", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(held, 0, "rows still held in {}", self.name);
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        // A runtime of its own on a thread of its own: this also runs while a failed test unwinds.
+        let (base, name) = (self.base.clone(), self.name.clone());
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async { sql(&base).await.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).await })
+        });
+        if let Err(e) = dropped.join().unwrap() {
+            eprintln!("could not drop test database {}: {e}", self.name);
+        }
+    }
+}
+
+/// The pid of the connection LISTENing for `lock`, other than `not`, once there is one. The channel is computed
+/// here with SQL (`'fencelock_' || md5(name)`), which also checks the documented formula.
+async fn listener_pid(sql: &tokio_postgres::Client, lock: &str, not: Option<i32>) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = sql
+            .query_opt(
+                "SELECT pid FROM pg_stat_activity
+                 WHERE datname = current_database() AND query = 'LISTEN fencelock_' || md5($1) AND pid <> $2",
+                &[&lock, &not.unwrap_or(0)],
+            )
+            .await
+            .unwrap();
+        if let Some(row) = row {
+            return row.get(0);
+        }
+        assert!(Instant::now() < deadline, "no connection started listening for {lock:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn host_micros() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_clients_create_the_schema_at_once() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let clients = futures::future::try_join_all((0..8).map(|_| Client::connect(&db.url))).await.unwrap();
+    let opts = LockOptions::default();
+    let attempts = clients.iter().map(|c| c.try_lock("shared", &opts));
+    let leases: Vec<_> = futures::future::try_join_all(attempts).await.unwrap().into_iter().flatten().collect();
+    assert_eq!(leases.len(), 1, "exactly one of eight clients takes the lock");
+    leases[0].release().await.unwrap();
+    for c in clients {
+        c.close().await;
+    }
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_a_waiter_long_before_the_ttl() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let (holder, waiter) = (Client::connect(&db.url).await.unwrap(), Client::connect(&db.url).await.unwrap());
+    let ttl = LockOptions::default().ttl(Duration::from_secs(30));
+    let first = holder.lock("handoff", &ttl).await.unwrap();
+    let waiting = tokio::spawn(async move {
+        let lease = waiter.lock("handoff", &LockOptions::default().timeout(Duration::from_secs(20))).await;
+        (lease, Instant::now(), waiter)
+    });
+    listener_pid(&db.sql().await, "handoff", None).await;
+
+    let released = Instant::now();
+    first.release().await.unwrap();
+    let (second, acquired, waiter) = waiting.await.unwrap();
+    let second = second.unwrap();
+    // The holder's TTL was 30 s: only the notification explains a hand-off this fast.
+    assert!(acquired - released < Duration::from_secs(2), "hand-off took {:?}", acquired - released);
+    assert!(second.fence() > first.fence());
+    second.release().await.unwrap();
+    waiter.close().await;
+    holder.close().await;
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_survives_losing_its_listening_connection() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let (holder, waiter) = (Client::connect(&db.url).await.unwrap(), Client::connect(&db.url).await.unwrap());
+    let first = holder.lock("relisten", &LockOptions::default().ttl(Duration::from_secs(30))).await.unwrap();
+    let waiting = tokio::spawn(async move {
+        let lease = waiter.lock("relisten", &LockOptions::default().timeout(Duration::from_secs(20))).await;
+        (lease, waiter)
+    });
+    let sql = db.sql().await;
+    let old = listener_pid(&sql, "relisten", None).await;
+    let killed: bool = sql.query_one("SELECT pg_terminate_backend($1, 5000)", &[&old]).await.unwrap().get(0);
+    assert!(killed);
+    // The waiter notices, re-checks the lock and listens again on a new connection.
+    listener_pid(&sql, "relisten", Some(old)).await;
+
+    first.release().await.unwrap();
+    let (second, waiter) = waiting.await.unwrap();
+    second.unwrap().release().await.unwrap();
+    waiter.close().await;
+    holder.close().await;
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn times_come_from_the_server_clock() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    // A server whose clock runs an hour ahead of this host: an unqualified clock_timestamp() finds the skewed one.
+    db.sql()
+        .await
+        .batch_execute(&format!(
+            "CREATE SCHEMA skew;
+             CREATE FUNCTION skew.clock_timestamp() RETURNS timestamptz LANGUAGE sql
+                 AS $$ SELECT pg_catalog.clock_timestamp() + interval '1 hour' $$;
+             ALTER DATABASE {} SET search_path = skew, pg_catalog, public;",
+            db.name
+        ))
+        .await
+        .unwrap();
+    let client = Client::connect(&db.url).await.unwrap();
+    let hour = 3_600_000_000;
+    let lease = client.lock("clock", &LockOptions::default().ttl(Duration::from_secs(60))).await.unwrap();
+    // A new counter is seeded from the server's clock, not the host's.
+    assert!(lease.fence() > host_micros() + hour - 60_000_000, "token {} not from the server clock", lease.fence());
+    let expires: i64 = db.sql().await.query_one("SELECT expires_at FROM fencelock_locks", &[]).await.unwrap().get(0);
+    assert!(expires as u64 > host_micros() + hour, "expiry {expires} not from the server clock");
+    // By the server's clock the lease has its full TTL left; by the host's it would have an hour more.
+    let left = client.inspect("clock").await.unwrap().remaining.unwrap();
+    assert!(left > Duration::from_secs(50) && left <= Duration::from_secs(60), "remaining {left:?}");
+    lease.release().await.unwrap();
+    client.close().await;
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_connection_is_made_again_on_the_next_call() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let client = Client::connect(&db.url).await.unwrap();
+    let before = client.try_lock("reconnect", &LockOptions::default()).await.unwrap().unwrap();
+    before.release().await.unwrap();
+    db.sql()
+        .await
+        .execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
+    // The first call may still meet the dead connection; the one after it connects afresh.
+    if let Err(e) = client.inspect("reconnect").await {
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    }
+    let after = client.try_lock("reconnect", &LockOptions::default()).await.unwrap().unwrap();
+    assert!(after.fence() > before.fence());
+    after.release().await.unwrap();
+    client.close().await;
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_schemes_share_the_table() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let long = Client::connect(&db.url.replacen("postgres://", "postgresql://", 1)).await.unwrap();
+    let short = Client::connect(&db.url).await.unwrap();
+    let lease = long.try_lock("scheme", &LockOptions::default()).await.unwrap().unwrap();
+    assert!(short.try_lock("scheme", &LockOptions::default()).await.unwrap().is_none());
+    assert_eq!(short.inspect("scheme").await.unwrap().holder.as_deref(), Some(lease.holder()));
+    lease.release().await.unwrap();
+    long.close().await;
+    short.close().await;
+    db.finish().await;
+}
+
+/// Errors that need no server: they name the host, never the password, and come within the connect timeout.
+#[tokio::test]
+async fn bad_urls_and_dead_servers_give_clear_errors() {
+    let opts = ClientOptions::default().connect_timeout(Duration::from_millis(500));
+    for url in ["postgres://u:sekrit@127.0.0.1:1/db", "postgresql://u@127.0.0.1:1/db?password=sekrit"] {
+        let err = Client::connect_with(url, &opts).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert!(err.message().contains("127.0.0.1:1") && !err.message().contains("sekrit"), "{err}");
+    }
+
+    // A server that accepts connections and never answers: the connect timeout bounds the wait.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("postgres://u@{}/db", silent.local_addr().unwrap());
+    let started = Instant::now();
+    let err = Client::connect_with(&url, &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+
+    let err = Client::connect_with("postgres://h:notaport/db", &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    let err = Client::connect_with("postgres://u@127.0.0.1:1/db?sslmode=require", &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+}
+
+#[test]
+fn database_names_are_replaced() {
+    assert_eq!(with_dbname("postgres://u@h:1/a?x=y", "b"), "postgres://u@h:1/b?x=y");
+    assert_eq!(with_dbname("postgres://h:1", "b"), "postgres://h:1/b");
+}
