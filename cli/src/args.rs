@@ -1,0 +1,169 @@
+//! Command-line syntax: the clap definitions and the parsers that check values before anything connects.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use fencelock::{MAX_NAME_BYTES, MAX_TTL};
+
+/// Run a command while holding a distributed lock, or inspect a lock.
+#[derive(Debug, Parser)]
+#[command(name = "fencelock", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run CMD while holding lock NAME, then release it; exits with CMD's status.
+    #[command(after_help = RUN_EXIT_CODES)]
+    Run(RunArgs),
+    /// Print who holds lock NAME, for how long, and the last fencing token handed out.
+    Status(StatusArgs),
+    /// Delete lock NAME whoever holds it (an operator's tool; the holder loses its lease).
+    Release(ReleaseArgs),
+}
+
+const RUN_EXIT_CODES: &str = "\
+Exit status:
+  CMD's own status, or 128+N if CMD was killed by signal N
+  2    bad arguments (URL, name, TTL, timeout)
+  75   the lock was lost while CMD ran (CMD was sent SIGTERM)
+  124  --timeout passed while another holder kept the lock
+  126  CMD could not be executed;  127  CMD was not found
+  130/143/129  interrupted by SIGINT/SIGTERM/SIGHUP while waiting for the lock
+  1    any other failure (backend unavailable, ...)
+
+CMD sees FENCELOCK_NAME and FENCELOCK_TOKEN (the fencing token) in its environment.";
+
+/// Where the lock lives; shared by every subcommand.
+#[derive(Debug, Args)]
+pub struct Backend {
+    /// Backend URL [default: $FENCELOCK_URL, else sqlite:fencelock.db]
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+}
+
+impl Backend {
+    /// The URL to connect to: `--url`, else `FENCELOCK_URL`, else the embedded SQLite file.
+    pub fn url(&self) -> String {
+        self.url.clone().unwrap_or_else(fencelock::default_url)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Lease time to live in seconds (decimals allowed); renewed every third of it while CMD runs
+    #[arg(long, value_name = "S", default_value = "30", value_parser = parse_ttl, allow_negative_numbers = true)]
+    pub ttl: Duration,
+    /// Give up after waiting this many seconds for another holder (decimals allowed; 0 = one attempt)
+    #[arg(long, value_name = "S", value_parser = parse_timeout, allow_negative_numbers = true)]
+    pub timeout: Option<Duration>,
+    /// Print progress (waiting, acquired with token, released) on stderr
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Lock name
+    #[arg(value_parser = parse_name)]
+    pub name: String,
+    /// The command to run and its arguments (after `--`)
+    #[arg(value_name = "CMD", required = true, trailing_var_arg = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Lock name
+    #[arg(value_parser = parse_name)]
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Required: this deletes the lock whoever holds it
+    #[arg(long, required = true)]
+    pub force: bool,
+    /// Lock name
+    #[arg(value_parser = parse_name)]
+    pub name: String,
+}
+
+/// A lock name as the core accepts it (1–512 bytes; argv cannot carry NUL), checked before connecting.
+fn parse_name(s: &str) -> Result<String, String> {
+    match s.len() {
+        0 => Err("the lock name is empty".into()),
+        n if n > MAX_NAME_BYTES => Err(format!("the lock name is {n} bytes, longer than {MAX_NAME_BYTES}")),
+        _ => Ok(s.to_string()),
+    }
+}
+
+/// A non-negative, finite number of seconds such as `2`, `0.5` or `1e-3`.
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 =
+        s.trim().parse().map_err(|_| format!("expected a number of seconds such as 5 or 0.5, got {s:?}"))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("expected a non-negative number of seconds, got {s:?}"))
+}
+
+/// A TTL between 1 ms and 24 h (the core's limits).
+fn parse_ttl(s: &str) -> Result<Duration, String> {
+    let ttl = parse_seconds(s)?;
+    if ttl < Duration::from_millis(1) {
+        return Err(format!("the TTL must be at least 0.001 s, got {s}"));
+    }
+    if ttl > MAX_TTL {
+        return Err(format!("the TTL must be at most {} s (24 h), got {s}", MAX_TTL.as_secs()));
+    }
+    Ok(ttl)
+}
+
+/// A wait timeout: any non-negative number of seconds, capped so deadline arithmetic cannot overflow.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let timeout = parse_seconds(s)?;
+    const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    if timeout > LONGEST {
+        return Err(format!("the timeout must be at most 100 years, got {s}; omit --timeout to wait forever"));
+    }
+    Ok(timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_accept_decimals_and_reject_nonsense() {
+        assert_eq!(parse_ttl("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_ttl("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_timeout("0"), Ok(Duration::ZERO));
+        for bad in ["0", "-1", "abc", "", "NaN", "inf", "86401", "0.0001"] {
+            assert!(parse_ttl(bad).is_err(), "ttl {bad:?} was accepted");
+        }
+        for bad in ["-0.5", "x", "1e30"] {
+            assert!(parse_timeout(bad).is_err(), "timeout {bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn names_are_checked_before_connecting() {
+        assert!(parse_name("").unwrap_err().contains("empty"));
+        assert!(parse_name(&"n".repeat(513)).unwrap_err().contains("513 bytes"));
+        assert_eq!(parse_name("jobs/nightly").as_deref(), Ok("jobs/nightly"));
+    }
+
+    #[test]
+    fn run_takes_the_command_after_the_name() {
+        let cli = Cli::try_parse_from(["fencelock", "run", "--ttl", "2", "x", "--", "sh", "-c", "exit 3"]).unwrap();
+        let Command::Run(run) = cli.command else { panic!("not run") };
+        assert_eq!((run.name.as_str(), run.ttl), ("x", Duration::from_secs(2)));
+        assert_eq!(run.command, ["sh", "-c", "exit 3"]);
+        // Without `--`, everything from CMD on is CMD's, flags included.
+        let cli = Cli::try_parse_from(["fencelock", "run", "x", "ls", "-l", "--ttl"]).unwrap();
+        let Command::Run(run) = cli.command else { panic!("not run") };
+        assert_eq!(run.command, ["ls", "-l", "--ttl"]);
+    }
+}
