@@ -9,7 +9,7 @@
 //!
 //! | operation | done when | otherwise |
 //! |---|---|---|
-//! | acquire | a majority granted within validity = ttl − elapsed − drift, and a majority raised its counter | release everywhere; `Busy` if a majority answered, else `Unavailable` |
+//! | acquire | a majority granted within validity = ttl − elapsed − drift, and a majority's counter holds the token (raised where needed) | release everywhere; `Busy` if a majority answered, else `Unavailable` |
 //! | renew | a majority extended the record | `LockLost` if too many found it gone for any majority to hold it, else `Unavailable` |
 //! | release | a majority deleted our record | `NotHeld` if too many said it was not ours for a majority to have held it, else `Unavailable` |
 //! | fence write | a majority accepted the token | `Fenced` if too many refused for a majority to accept, else `Unavailable` |
@@ -54,7 +54,8 @@ const UNKNOWN_TTL_RECHECK: Duration = Duration::from_millis(100);
 /// KEYS: token counter. ARGV: token. Returns 1.
 ///
 /// Why tokens never go backwards (DESIGN.md §3). Grant G1 returns token T1 only after a majority R1 of instances
-/// holds a counter ≥ T1 (this script; the instance that issued T1 already does). A later grant G2 is issued by a
+/// holds a counter ≥ T1: the granting instances whose own token was T1, plus those this script reached (the round is
+/// skipped when the former are a majority already, as they are in steady state). A later grant G2 is issued by a
 /// majority M2, and T2 is the largest of M2's freshly incremented counters. Then T2 > T1 if either holds:
 /// - instances keep their data: R1 and M2 intersect, and that instance increments a counter ≥ T1;
 /// - server clocks do not step back: a counter lost with its data is re-seeded from the instance's clock in µs
@@ -282,7 +283,7 @@ impl RedlockBackend {
     fn no_majority(&self, did: &str, yes: usize, refused: usize, errors: &[Error]) -> Error {
         let why: Vec<String> = errors.iter().map(ToString::to_string).collect();
         Error::unavailable(format!(
-            "{}: {did} on {yes} of {} instances, {} needed ({refused} refused, {} failed: {})",
+            "{}: {yes} of {} instances {did}, {} needed ({refused} refused, {} failed: {})",
             self.url,
             self.instances.len(),
             self.quorum,
@@ -337,11 +338,13 @@ impl RedlockBackend {
         self.majority("raised the token counter", results, |e| e)
     }
 
-    /// Turns a majority of grants into the lock: the token is their maximum, raised on a majority, and the validity
-    /// left after both rounds must be positive.
+    /// Turns a majority of grants into the lock: the token is their maximum, held by a counter on a majority (raised
+    /// there if need be), and some validity must be left after both rounds.
     async fn seal(&self, req: &AcquireRequest, tokens: &[u64], started: Instant) -> Result<Grant> {
         let token = tokens.iter().copied().max().unwrap_or_default();
-        self.raise_counters(&req.name, token).await?;
+        if tokens.iter().filter(|&&t| t == token).count() < self.quorum {
+            self.raise_counters(&req.name, token).await?;
+        }
         let validity = req.ttl.saturating_sub(started.elapsed()).saturating_sub(drift(req.ttl));
         if validity.is_zero() {
             return Err(Error::unavailable(format!(
@@ -431,7 +434,7 @@ impl Backend for RedlockBackend {
         // Not ours: records left behind would block others until they expire.
         self.release_everywhere(req).await;
         if tokens.len() + holder_ttls.len() < self.quorum {
-            return Err(self.no_majority("acquired", tokens.len(), holder_ttls.len(), &errors));
+            return Err(self.no_majority("granted", tokens.len(), holder_ttls.len(), &errors));
         }
         Ok(Attempt::Busy(Busy { holder_ttl: self.free_in(holder_ttls) }))
     }
@@ -490,29 +493,29 @@ impl Backend for RedlockBackend {
 
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
         let results = self.release_everywhere(req).await;
-        self.majority_answers("cleaned up", results).map(drop)
+        self.majority_answers("answered", results).map(drop)
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
         let results = self.on_all(|b| async move { b.force_release(name).await }).await;
-        Ok(self.majority_answers("force-released", results)?.contains(&true))
+        Ok(self.majority_answers("answered", results)?.contains(&true))
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
         let results = self.on_all(|b| async move { b.inspect(name).await }).await;
-        let infos = self.majority_answers("inspected", results)?;
+        let infos = self.majority_answers("answered", results)?;
         let (holder, remaining) = self.majority_holder(&infos);
         Ok(LockInfo { holder, remaining, last_token: infos.iter().filter_map(|i| i.last_token).max() })
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
         let results = self.on_all(|b| async move { b.fence_write(resource, token, value).await }).await;
-        self.majority("fence written", results, |e| e)
+        self.majority("accepted the write", results, |e| e)
     }
 
     async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
         let results = self.on_all(|b| async move { b.fence_read(resource).await }).await;
-        let answers = self.majority_answers("fence read", results)?;
+        let answers = self.majority_answers("answered", results)?;
         Ok(answers.into_iter().max_by_key(|(token, _)| *token).unwrap_or_default())
     }
 
