@@ -217,12 +217,13 @@ fn start_dial(url: String, opts: ClientOptions) -> Dial {
     attempt
 }
 
-/// What one acquire keeps between attempts: each instance's subscription, and which instances another holder's
-/// record was seen on (the only ones whose release messages mean something to us).
+/// What one acquire keeps between attempts: each instance's subscription, which instances another holder's record
+/// was seen on (the only ones whose release messages mean something to us), and whether the last vote split.
 #[derive(Debug)]
 struct Waiting {
     tickets: Vec<Option<Ticket>>,
     held_elsewhere: Vec<bool>,
+    split: bool,
 }
 
 /// The Redlock backend.
@@ -364,13 +365,13 @@ impl RedlockBackend {
         self.on_all(|b| async move { b.abandon(req).await }).await
     }
 
-    /// How long until the holders' records have expired on enough instances for a majority to be free: the longest
-    /// a missed wake-up can cost. `None` if another holder has no majority (a split vote) or an expiry is unknown.
-    fn free_in(&self, holder_ttls: Vec<Option<Duration>>) -> Option<Duration> {
-        let must_expire = holder_ttls.len().checked_sub(self.instances.len() - self.quorum).filter(|&k| k > 0)?;
+    /// How long until others' records have expired on enough of the `answered` instances for a majority to be
+    /// free: the longest a missed wake-up can cost. `None` if an expiry that matters is unknown.
+    fn free_in(&self, holder_ttls: Vec<Option<Duration>>, answered: usize) -> Option<Duration> {
+        let must_expire = (holder_ttls.len() + self.quorum).checked_sub(answered).filter(|&k| k > 0)?;
         let mut ttls: Vec<Duration> = holder_ttls.into_iter().map(|t| t.unwrap_or(Duration::MAX)).collect();
         ttls.sort();
-        Some(ttls[must_expire - 1]).filter(|&t| t != Duration::MAX)
+        ttls.get(must_expire - 1).copied().filter(|&t| t != Duration::MAX)
     }
 
     /// The holder of the lock and when it frees: a holder needs records on a majority, and the lock is held until
@@ -401,7 +402,11 @@ impl Backend for RedlockBackend {
     async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
         let n = self.instances.len();
         let state = ticket.get_or_insert_with(|| {
-            Ticket::new(Waiting { tickets: (0..n).map(|_| None).collect(), held_elsewhere: vec![false; n] })
+            Ticket::new(Waiting {
+                tickets: (0..n).map(|_| None).collect(),
+                held_elsewhere: vec![false; n],
+                split: false,
+            })
         });
         let Some(waiting) = state.get_mut::<Waiting>() else {
             return Err(Error::internal("redlock try_acquire: foreign ticket"));
@@ -424,6 +429,7 @@ impl Backend for RedlockBackend {
             }
         }
 
+        waiting.split = !tokens.is_empty();
         if tokens.len() >= self.quorum {
             let sealed = self.seal(req, &tokens, started).await;
             if sealed.is_err() {
@@ -436,7 +442,8 @@ impl Backend for RedlockBackend {
         if tokens.len() + holder_ttls.len() < self.quorum {
             return Err(self.no_majority("granted", tokens.len(), holder_ttls.len(), &errors));
         }
-        Ok(Attempt::Busy(Busy { holder_ttl: self.free_in(holder_ttls) }))
+        let answered = tokens.len() + holder_ttls.len();
+        Ok(Attempt::Busy(Busy { holder_ttl: self.free_in(holder_ttls, answered) }))
     }
 
     async fn wait(
@@ -459,8 +466,7 @@ impl Backend for RedlockBackend {
             .filter(|(_, elsewhere)| **elsewhere)
             .filter_map(|((instance, t), _)| Some((instance.connected()?, t)))
             .collect();
-        if listeners.len() < self.quorum {
-            // Nobody holds a majority (a split vote, or records expiring): Redlock retries after a random delay.
+        if listeners.is_empty() {
             poll_backoff(busy, deadline).await;
             return Ok(());
         }
@@ -478,6 +484,11 @@ impl Backend for RedlockBackend {
             })
             .collect();
         let _ = tokio::time::timeout_at(until, woken.next()).await;
+        if waiting.split {
+            // Contenders of a split vote wake together on each other's clean-up; Redlock's random delay keeps them
+            // from splitting again.
+            poll_backoff(&Busy::default(), deadline).await;
+        }
         Ok(())
     }
 
