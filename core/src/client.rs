@@ -134,10 +134,8 @@ impl Client {
             )
         };
 
-        if let Some(owner) = &opts.owner {
-            if let Some(hold) = inner.table.reenter(name, owner) {
-                return Ok(Some(Lease::new(hold?)));
-            }
+        if let Some(hold) = opts.owner.as_deref().and_then(|owner| inner.table.reenter(name, owner)) {
+            return Ok(Some(Lease::new(hold?)));
         }
 
         // The local queue: at most one contender per name per client reaches the backend.

@@ -300,7 +300,9 @@ impl Drop for Lease {
             Ok(h) => drop(h.spawn(async move { hold.release_one().await })),
             Err(_) => match self.hold.inner.handle.clone() {
                 Some(h) => drop(h.spawn(async move { hold.release_one().await })),
-                None => tracing::warn!(lock = %self.hold.grant.name, "lease dropped outside a runtime; it expires after its TTL"),
+                None => {
+                    tracing::warn!(lock = %self.hold.grant.name, "lease dropped outside a runtime; it expires after its TTL")
+                }
             },
         }
     }

@@ -145,10 +145,8 @@ impl Run {
                             (None, false) => return Err("busy, expected to acquire".into()),
                             (None, true) => {}
                             (Some(lease), false) => {
-                                if let Some(min) = ms(&step["min_elapsed_ms"]) {
-                                    if started.elapsed() < min {
-                                        return Err(format!("acquired after {:?}, sooner than {min:?}", started.elapsed()));
-                                    }
+                                if let Some(min) = ms(&step["min_elapsed_ms"]).filter(|&m| started.elapsed() < m) {
+                                    return Err(format!("acquired after {:?}, sooner than {min:?}", started.elapsed()));
                                 }
                                 if let Some(id) = step["as"].as_str() {
                                     self.leases.insert(id.to_string(), lease);
@@ -166,10 +164,9 @@ impl Run {
             "renew" => {
                 let lease = self.lease(step, "lease");
                 let r = lease.renew(ms(&step["ttl_ms"])).await;
-                if let (Ok(()), Some(min)) = (&r, ms(&step["min_remaining_ms"])) {
-                    if lease.remaining() < min {
-                        return Err(format!("remaining {:?} < {min:?} after renew", lease.remaining()));
-                    }
+                let min = ms(&step["min_remaining_ms"]).filter(|&m| r.is_ok() && lease.remaining() < m);
+                if let Some(min) = min {
+                    return Err(format!("remaining {:?} < {min:?} after renew", lease.remaining()));
                 }
                 r
             }
@@ -234,10 +231,8 @@ impl Run {
             }
             other => panic!("unknown op {other}"),
         };
-        if let Some(bound) = ms(&step["within_ms"]).filter(|_| op != "expect_lost") {
-            if started.elapsed() > bound {
-                return Err(format!("took {:?}, more than {bound:?}", started.elapsed()));
-            }
+        if let Some(bound) = ms(&step["within_ms"]).filter(|&b| op != "expect_lost" && started.elapsed() > b) {
+            return Err(format!("took {:?}, more than {bound:?}", started.elapsed()));
         }
         match (outcome, want.is_empty()) {
             (Ok(()), true) => Ok(()),

@@ -73,10 +73,8 @@ impl Backend for MemoryBackend {
         let now = Instant::now();
         let mut locks = self.locks();
         let rec = locks.entry(req.name.clone()).or_default();
-        if let Some(h) = rec.live_holder(now) {
-            if h != req.holder {
-                return Ok(Attempt::Busy(Busy { holder_ttl: rec.expires.map(|e| e - now) }));
-            }
+        if rec.live_holder(now).is_some_and(|h| h != req.holder) {
+            return Ok(Attempt::Busy(Busy { holder_ttl: rec.expires.map(|e| e - now) }));
         }
         // A missing counter starts at the clock, like the persistent backends.
         rec.counter = if rec.counter == 0 { unix_micros() } else { rec.counter + 1 };
