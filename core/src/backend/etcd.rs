@@ -1,12 +1,438 @@
-//! `etcd://`: not built yet.
+//! `etcd://[user:password@]h1:2379,h2:2379`: the algorithm and wire layout of etcd's `concurrency.Mutex`, so
+//! `etcdctl lock <name>`, Go's `concurrency.Mutex` and fencelock exclude each other.
+//!
+//! - Each waiter writes one key, `<name>/<lease id in hex>`, empty, attached to its client's lease for that TTL
+//!   (see `session.rs`). Keys queue by create revision: the owner is the key with the smallest one, and its create
+//!   revision is the fence token (etcd revisions only rise).
+//! - Acquire is one Txn: create our key if absent, and read the first-created key under `<name>/`.
+//! - A waiter watches only its predecessor, the key created just before its own, until that key is deleted, then
+//!   runs the Txn again. The Txn compares the owner with our key as it is now, so a waiter whose key vanished while
+//!   it waited (its lease expired: the Jepsen finding on etcd 3.4.3) is never told it holds the lock.
+//! - As in etcd, locks are prefixes: the keys of lock `a/b` also lie under `a/`, so do not nest lock names.
+//!
+//! An uncontended acquire + release is two round trips (the Txn, the delete), plus one lease grant per client and TTL.
+
+mod keys;
+mod session;
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::Backend;
-use crate::error::{Error, ErrorKind, Result};
+use async_trait::async_trait;
+use etcd_client::{
+    Client as EtcdClient, Compare, CompareOp, ConnectOptions, Error as EtcdError, EventType, GetOptions, KeyValue,
+    KvClient, LeaseClient, PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchClient,
+    WatchOptions,
+};
+use tokio::runtime::Handle;
+use tokio::time::Instant;
+
+use self::keys::{Keys, Queued, delete_own};
+use self::session::{Refresh, Session, Sessions};
+use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
+use crate::error::{Error, Result};
 use crate::options::ClientOptions;
+use crate::url::redact;
+
+/// Prefix of the fence registers, a namespace apart from lock keys.
+const FENCE_PREFIX: &str = "fencelock/fence/";
 
 /// Opens the backend `url` names.
-pub(crate) async fn connect(url: &str, _opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
-    Err(Error::new(ErrorKind::Unsupported, format!("URL {url:?}: this backend is not built into this version of fencelock")))
+pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(EtcdBackend::connect(url, opts).await?))
+}
+
+/// What an `etcd://` URL names.
+#[derive(Debug, PartialEq, Eq)]
+struct Target {
+    endpoints: Vec<String>,
+    user: Option<(String, String)>,
+}
+
+fn parse_url(url: &str) -> Result<Target> {
+    let shown = redact(url);
+    let bad = |what: &str| {
+        Error::invalid(format!("URL {shown:?}: {what}; expected etcd://[user:password@]host:port[,host:port…]"))
+    };
+    let rest = url.split_once("://").map(|(_, r)| r).ok_or_else(|| bad("no //"))?;
+    let rest = rest.trim_end_matches('/');
+    let (user, hosts) = match rest.rsplit_once('@') {
+        Some((auth, hosts)) => {
+            let (u, p) = auth.split_once(':').ok_or_else(|| bad("credentials need user:password"))?;
+            (Some((u.to_string(), p.to_string())), hosts)
+        }
+        None => (None, rest),
+    };
+    let mut endpoints = Vec::new();
+    for host in hosts.split(',') {
+        if host.is_empty() || host.contains('/') {
+            return Err(bad(&format!("bad host {host:?}")));
+        }
+        let with_port = if host.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+            host.to_string()
+        } else {
+            format!("{host}:2379")
+        };
+        endpoints.push(format!("http://{with_port}"));
+    }
+    Ok(Target { endpoints, user })
+}
+
+fn key_of(name: &str, lease: i64) -> String {
+    format!("{name}/{lease:x}")
+}
+
+fn prefix_of(name: &str) -> String {
+    format!("{name}/")
+}
+
+/// The lease id in a key's suffix: our own keys name the lease that carries them.
+fn lease_in(key: &str) -> Option<i64> {
+    i64::from_str_radix(key.rsplit_once('/')?.1, 16).ok()
+}
+
+/// The first-created key under a prefix: the lock's owner.
+fn first_created() -> GetOptions {
+    GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend).with_limit(1)
+}
+
+/// The key created last before `rev` under a prefix: a waiter's predecessor.
+fn created_before(rev: i64) -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Descend)
+        .with_max_create_revision(rev - 1)
+        .with_limit(1)
+}
+
+/// The keys the `index`-th operation of a Txn read.
+fn range(resp: &TxnResponse, index: usize) -> Vec<KeyValue> {
+    match resp.op_responses().into_iter().nth(index) {
+        Some(TxnOpResponse::Get(mut g)) => g.take_kvs(),
+        _ => Vec::new(),
+    }
+}
+
+fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> i64 {
+    header.map_or(0, |h| h.revision())
+}
+
+fn is_lease_not_found(e: &EtcdError) -> bool {
+    matches!(e, EtcdError::GRpcStatus(s) if s.message().contains("lease not found"))
+}
+
+/// The etcd backend.
+#[derive(Debug)]
+pub(crate) struct EtcdBackend {
+    rpc: Rpc,
+    sessions: Sessions,
+    keys: Arc<Keys>,
+    handle: Option<Handle>,
+    url: String,
+    request_timeout: Duration,
+}
+
+/// The etcd services (their clients lack `Debug`).
+struct Rpc {
+    kv: KvClient,
+    watch: WatchClient,
+    lease: LeaseClient,
+}
+
+impl std::fmt::Debug for Rpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rpc")
+    }
+}
+
+impl EtcdBackend {
+    async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
+        let target = parse_url(url)?;
+        let shown = redact(url);
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(opts.connect_timeout)
+            .with_timeout(opts.request_timeout)
+            .with_keep_alive(opts.request_timeout, opts.request_timeout);
+        if let Some((user, password)) = target.user {
+            options = options.with_user(user, password);
+        }
+        let unavailable = |what: String| Error::unavailable(format!("{shown}: {what}"));
+        let connecting = async {
+            let client = EtcdClient::connect(&target.endpoints, Some(options)).await?;
+            // The channel connects lazily: one read proves an endpoint answers.
+            client.kv_client().get("fencelock/", Some(GetOptions::new().with_count_only())).await?;
+            Ok::<_, EtcdError>(client)
+        };
+        let client = tokio::time::timeout(opts.connect_timeout, connecting)
+            .await
+            .map_err(|_| unavailable(format!("no answer within {:?}", opts.connect_timeout)))?
+            .map_err(|e| unavailable(format!("cannot connect: {e}")))?;
+        Ok(EtcdBackend {
+            rpc: Rpc { kv: client.kv_client(), watch: client.watch_client(), lease: client.lease_client() },
+            sessions: Sessions::new(client.lease_client()),
+            keys: Arc::default(),
+            handle: Handle::try_current().ok(),
+            url: shown,
+            request_timeout: opts.request_timeout,
+        })
+    }
+
+    fn err(&self, e: EtcdError) -> Error {
+        use etcd_client::Error as E;
+        match &e {
+            E::GRpcStatus(s) if [GRPC_INVALID_ARGUMENT, GRPC_PERMISSION_DENIED].contains(&(s.code() as i32)) => {
+                Error::internal(format!("{}: {e}", self.url))
+            }
+            E::GRpcStatus(_) | E::TransportError(_) | E::IoError(_) | E::LeaseKeepAliveError(_) | E::WatchError(_) => {
+                Error::unavailable(format!("{}: {e}", self.url))
+            }
+            _ => Error::internal(format!("{}: unexpected reply: {e}", self.url)),
+        }
+    }
+
+    /// Creates our key if absent and reads the owner, in one Txn. Returns our key's and the owner's create revision.
+    async fn enqueue(&self, name: &str, key: &str, lease: i64) -> Result<(i64, i64), EtcdError> {
+        let prefix = prefix_of(name);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+            .and_then([
+                TxnOp::put(key, "", Some(PutOptions::new().with_lease(lease))),
+                TxnOp::get(prefix.as_str(), Some(first_created())),
+            ])
+            .or_else([TxnOp::get(key, None), TxnOp::get(prefix.as_str(), Some(first_created()))]);
+        let resp = self.rpc.kv.clone().txn(txn).await?;
+        let mine = if resp.succeeded() {
+            header_revision(resp.header())
+        } else {
+            range(&resp, 0).first().map_or(0, KeyValue::create_revision)
+        };
+        let owner = range(&resp, 1).first().map_or(0, KeyValue::create_revision);
+        Ok((mine, owner))
+    }
+
+    /// The lease session a grant's key rides on, if this client still keeps it alive.
+    async fn session_of(&self, grant: &Grant) -> Option<(String, Arc<Session>)> {
+        let key = grant.key.clone()?;
+        let session = self.sessions.by_id(lease_in(&key)?).await?;
+        Some((key, session))
+    }
+
+    /// Waits until `key` is deleted at a revision after `after`, or its watch ends.
+    async fn watch_delete(&self, key: &[u8], after: i64) -> Result<()> {
+        let opts = WatchOptions::new().with_start_revision(after + 1);
+        let mut stream = self.rpc.watch.clone().watch(key, Some(opts)).await.map_err(|e| self.err(e))?;
+        loop {
+            match stream.message().await {
+                Ok(Some(resp)) if resp.canceled() => return Ok(()),
+                Ok(Some(resp)) if resp.events().iter().any(|e| e.event_type() == EventType::Delete) => return Ok(()),
+                Ok(Some(_)) => {}
+                // A broken watch: the caller's next Txn finds out where things stand.
+                Ok(None) | Err(_) => return Ok(()),
+            }
+        }
+    }
+
+    async fn fence_put(&self, key: &str, token: u64, value: &[u8]) -> Result<()> {
+        let mut stored = token.to_be_bytes().to_vec();
+        stored.extend_from_slice(value);
+        let resource = &key[FENCE_PREFIX.len()..];
+        let mut current = self.rpc.kv.clone().get(key, None).await.map_err(|e| self.err(e))?.take_kvs();
+        // Compare-and-swap on ModRevision; a lost race re-reads in the same Txn and tries again.
+        loop {
+            let seen = current.first().map_or(0, KeyValue::mod_revision);
+            if let Some(kv) = current.first() {
+                let highest = decode_fence(kv.value()).map_err(|m| Error::internal(format!("{}: {m}", self.url)))?.0;
+                if highest > token {
+                    return Err(fenced(resource, &self.url, token, highest));
+                }
+            }
+            let txn = Txn::new()
+                .when([Compare::mod_revision(key, CompareOp::Equal, seen)])
+                .and_then([TxnOp::put(key, stored.clone(), None)])
+                .or_else([TxnOp::get(key, None)]);
+            let resp = self.rpc.kv.clone().txn(txn).await.map_err(|e| self.err(e))?;
+            if resp.succeeded() {
+                return Ok(());
+            }
+            current = range(&resp, 0);
+        }
+    }
+}
+
+/// gRPC status codes that say the request, not the network, is at fault (etcd-client does not re-export tonic's).
+const GRPC_INVALID_ARGUMENT: i32 = 3;
+const GRPC_PERMISSION_DENIED: i32 = 7;
+
+/// A fence register's value: the token as 8 big-endian bytes, then the value.
+fn decode_fence(stored: &[u8]) -> Result<(u64, Vec<u8>), String> {
+    let (token, value) = stored.split_first_chunk::<8>().ok_or("a fence register shorter than its 8-byte token")?;
+    Ok((u64::from_be_bytes(*token), value.to_vec()))
+}
+
+#[async_trait]
+impl Backend for EtcdBackend {
+    fn capability(&self) -> Capability {
+        // Session-bound: a key lives while its client keeps the lease alive, whatever the lock's own renewals.
+        Capability { fencing: true, native_wait: true, fair: true, session_bound: true }
+    }
+
+    fn describe(&self) -> &str {
+        &self.url
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
+        let mut renewed_lease = false;
+        loop {
+            let session = self.sessions.for_ttl(req.ttl).await.map_err(|e| self.err(e))?;
+            let key = key_of(&req.name, session.id);
+            // A new lease means a new key; the old entry (gone with its lease) is dropped and cleaned up.
+            if ticket.as_mut().and_then(|t| t.get_mut::<Queued>()).is_none_or(|q| q.key != key) {
+                *ticket = None;
+                self.keys.claim(&key).await;
+                *ticket = Some(Ticket::new(Queued::new(
+                    key.clone(),
+                    self.keys.clone(),
+                    self.rpc.kv.clone(),
+                    self.handle.clone(),
+                )));
+            }
+            let queued = ticket.as_mut().and_then(|t| t.get_mut::<Queued>()).expect("the ticket was just set");
+            let (mine, owner) = match self.enqueue(&req.name, &key, session.id).await {
+                Ok(revs) => revs,
+                // The lease expired under us (keepalives cut off): forget it and queue again on a fresh one, once.
+                Err(e) if is_lease_not_found(&e) && !renewed_lease => {
+                    self.sessions.forget(session.id).await;
+                    renewed_lease = true;
+                    continue;
+                }
+                Err(e) => return Err(self.err(e)),
+            };
+            queued.rev = mine;
+            if mine == 0 || owner != mine {
+                return Ok(Attempt::Busy(Busy::default()));
+            }
+            queued.disarm();
+            *ticket = None;
+            let grant =
+                Grant { name: req.name.clone(), holder: req.holder.clone(), token: mine as u64, key: Some(key) };
+            return Ok(Attempt::Acquired(grant));
+        }
+    }
+
+    async fn wait(
+        &self,
+        req: &AcquireRequest,
+        _busy: &Busy,
+        ticket: &mut Option<Ticket>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let Some(rev) = ticket.as_mut().and_then(|t| t.get_mut::<Queued>()).map(|q| q.rev) else {
+            return Err(Error::internal("etcd wait: no queue entry"));
+        };
+        let waiting = async {
+            let mut found = self
+                .rpc
+                .kv
+                .clone()
+                .get(prefix_of(&req.name), Some(created_before(rev)))
+                .await
+                .map_err(|e| self.err(e))?;
+            let at = header_revision(found.header());
+            let Some(predecessor) = found.take_kvs().into_iter().next() else {
+                return Ok(());
+            };
+            self.watch_delete(predecessor.key(), at).await
+        };
+        match deadline {
+            Some(d) => tokio::time::timeout_at(d, waiting).await.unwrap_or(Ok(())),
+            None => waiting.await,
+        }
+    }
+
+    async fn renew(&self, grant: &Grant, _ttl: Duration) -> Result<()> {
+        // The lease's TTL was fixed at grant; renewal proves the key is ours and the lease alive right now.
+        let Some((key, session)) = self.session_of(grant).await else {
+            return Err(lock_lost(grant, &self.url));
+        };
+        let mut kv = self.rpc.kv.clone();
+        let (found, refresh) = tokio::join!(kv.get(key.as_str(), None), session.refresh(self.request_timeout));
+        let found = found.map_err(|e| self.err(e))?;
+        let ours = found
+            .kvs()
+            .first()
+            .is_some_and(|kv| kv.lease() == session.id && kv.create_revision() as u64 == grant.token);
+        match refresh {
+            _ if !ours => Err(lock_lost(grant, &self.url)),
+            Refresh::Alive => Ok(()),
+            Refresh::Gone => Err(lock_lost(grant, &self.url)),
+            Refresh::Silent => Err(Error::unavailable(format!(
+                "{}: lease {:x} keepalive not acknowledged within {:?}",
+                self.url, session.id, self.request_timeout
+            ))),
+        }
+    }
+
+    async fn release(&self, grant: &Grant) -> Result<()> {
+        let Some(key) = grant.key.as_deref() else { return Err(not_held(grant, &self.url)) };
+        let deletion = self.keys.start_delete(key);
+        let deleted = delete_own(&mut self.rpc.kv.clone(), key, grant.token as i64).await;
+        deletion.finish();
+        if deleted.map_err(|e| self.err(e))? { Ok(()) } else { Err(not_held(grant, &self.url)) }
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        // Our only possible key is the one on our lease for this TTL; without that lease we wrote nothing.
+        let Some(session) = self.sessions.existing(req.ttl).await else { return Ok(()) };
+        let key = key_of(&req.name, session.id);
+        // A live entry or a delete in flight means the queue entry's own cleanup owns the key.
+        let Some(deletion) = self.keys.start_delete_if_unused(&key) else { return Ok(()) };
+        let deleted = delete_own(&mut self.rpc.kv.clone(), &key, 0).await;
+        deletion.finish();
+        deleted.map(drop).map_err(|e| self.err(e))
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        let mut owner =
+            self.rpc.kv.clone().get(prefix_of(name), Some(first_created())).await.map_err(|e| self.err(e))?;
+        let Some(kv) = owner.take_kvs().into_iter().next() else { return Ok(false) };
+        let key = String::from_utf8_lossy(kv.key()).into_owned();
+        delete_own(&mut self.rpc.kv.clone(), &key, kv.create_revision()).await.map_err(|e| self.err(e))
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        let mut owner =
+            self.rpc.kv.clone().get(prefix_of(name), Some(first_created())).await.map_err(|e| self.err(e))?;
+        let Some(kv) = owner.take_kvs().into_iter().next() else {
+            return Ok(LockInfo { holder: None, remaining: None, last_token: None });
+        };
+        let remaining = match kv.lease() {
+            0 => None,
+            lease => {
+                let found = self.rpc.lease.clone().time_to_live(lease, None).await.map_err(|e| self.err(e))?;
+                (found.ttl() >= 0).then(|| Duration::from_secs(found.ttl() as u64))
+            }
+        };
+        Ok(LockInfo {
+            holder: Some(String::from_utf8_lossy(kv.key()).into_owned()),
+            remaining,
+            last_token: Some(kv.create_revision() as u64),
+        })
+    }
+
+    async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
+        self.fence_put(&format!("{FENCE_PREFIX}{resource}"), token, value).await
+    }
+
+    async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
+        let mut found =
+            self.rpc.kv.clone().get(format!("{FENCE_PREFIX}{resource}"), None).await.map_err(|e| self.err(e))?;
+        match found.take_kvs().first() {
+            Some(kv) => decode_fence(kv.value()).map_err(|m| Error::internal(format!("{}: {m}", self.url))),
+            None => Ok((0, Vec::new())),
+        }
+    }
+
+    async fn close(&self) {
+        self.sessions.revoke_all().await;
+    }
 }

@@ -1,0 +1,188 @@
+//! Liveness: one etcd lease per client and TTL (etcd's `concurrency.Session`), kept alive by a KeepAlive stream
+//! while the client lives. Every lock key of that TTL is attached to it, so an acquire never pays for a lease grant
+//! once the lease exists, and a crashed process frees its locks within the TTL.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Error as EtcdError, LeaseClient};
+use tokio::sync::{Mutex, Notify, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// What the keepalive task reports and listens to.
+#[derive(Debug)]
+struct Beat {
+    /// Send time of the newest keepalive the server acknowledged; `None` once the lease is gone.
+    acked: watch::Sender<Option<Instant>>,
+    /// Asks the task for a keepalive now (a renewal wants proof the lease is alive).
+    poke: Notify,
+}
+
+/// One granted lease and its keepalive task; dropping it stops the keepalives.
+pub(super) struct Session {
+    pub(super) id: i64,
+    beat: Arc<Beat>,
+    task: JoinHandle<()>,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session").field("id", &format_args!("{:x}", self.id)).finish_non_exhaustive()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// How a renewal's keepalive came out.
+pub(super) enum Refresh {
+    /// The server acknowledged a keepalive sent after the renewal began.
+    Alive,
+    /// The lease expired or was revoked: every key on it is gone.
+    Gone,
+    /// No acknowledgement in time.
+    Silent,
+}
+
+impl Session {
+    /// Whether the server has reported the lease gone.
+    pub(super) fn is_gone(&self) -> bool {
+        self.beat.acked.borrow().is_none()
+    }
+
+    /// Sends a keepalive now and waits for its acknowledgement, up to `timeout`. Concurrent callers share the
+    /// keepalives: each waits for one sent after it asked.
+    pub(super) async fn refresh(&self, timeout: Duration) -> Refresh {
+        let asked = Instant::now();
+        let mut rx = self.beat.acked.subscribe();
+        self.beat.poke.notify_one();
+        match tokio::time::timeout(timeout, rx.wait_for(|a| a.is_none_or(|t| t >= asked))).await {
+            Ok(Ok(seen)) if seen.is_some() => Refresh::Alive,
+            Ok(_) => Refresh::Gone,
+            Err(_) => Refresh::Silent,
+        }
+    }
+}
+
+/// The sessions of one client, by TTL in whole seconds.
+pub(super) struct Sessions {
+    lease: LeaseClient,
+    // An async mutex: two first acquires with the same TTL must not both grant a lease.
+    map: Mutex<HashMap<i64, Arc<Session>>>,
+}
+
+impl fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sessions").finish_non_exhaustive()
+    }
+}
+
+/// etcd leases count whole seconds; round up so a lease never lives shorter than asked.
+fn ttl_secs(ttl: Duration) -> i64 {
+    (ttl.as_millis().div_ceil(1000) as i64).max(1)
+}
+
+impl Sessions {
+    pub(super) fn new(lease: LeaseClient) -> Self {
+        Sessions { lease, map: Mutex::default() }
+    }
+
+    /// The live session for `ttl`, granting a lease and starting its keepalives if there is none.
+    pub(super) async fn for_ttl(&self, ttl: Duration) -> Result<Arc<Session>, EtcdError> {
+        let secs = ttl_secs(ttl);
+        let mut map = self.map.lock().await;
+        if let Some(s) = map.get(&secs).filter(|s| !s.is_gone()) {
+            return Ok(s.clone());
+        }
+        let sent = Instant::now();
+        let granted = self.lease.clone().grant(secs, None).await?;
+        // The server may raise a TTL below its minimum; keepalives follow what it granted.
+        let period = Duration::from_secs(granted.ttl().max(1) as u64) / 3;
+        let beat = Arc::new(Beat { acked: watch::Sender::new(Some(sent)), poke: Notify::new() });
+        let task = tokio::spawn(keep_alive(self.lease.clone(), granted.id(), period, beat.clone()));
+        let session = Arc::new(Session { id: granted.id(), beat, task });
+        map.insert(secs, session.clone());
+        Ok(session)
+    }
+
+    /// The live session for `ttl`, if one exists; never grants.
+    pub(super) async fn existing(&self, ttl: Duration) -> Option<Arc<Session>> {
+        self.map.lock().await.get(&ttl_secs(ttl)).filter(|s| !s.is_gone()).cloned()
+    }
+
+    /// The session whose lease is `id`, if this client still keeps it alive.
+    pub(super) async fn by_id(&self, id: i64) -> Option<Arc<Session>> {
+        self.map.lock().await.values().find(|s| s.id == id).cloned()
+    }
+
+    /// Forgets a lease the server no longer knows, so the next acquire grants a fresh one.
+    pub(super) async fn forget(&self, id: i64) {
+        self.map.lock().await.retain(|_, s| s.id != id);
+    }
+
+    /// Stops every keepalive and revokes the leases, deleting their keys at once rather than after the TTL.
+    pub(super) async fn revoke_all(&self) {
+        let sessions: Vec<_> = self.map.lock().await.drain().map(|(_, s)| s).collect();
+        for s in sessions {
+            s.task.abort();
+            if let Err(e) = self.lease.clone().revoke(s.id).await {
+                tracing::debug!(lease = %format_args!("{:x}", s.id), error = %e, "lease revoke failed; it expires after its TTL");
+            }
+        }
+    }
+}
+
+/// Keeps lease `id` alive: a keepalive every `period` (a third of the TTL) or when poked, reopening the stream
+/// after errors, until the server says the lease is gone.
+async fn keep_alive(mut lease: LeaseClient, id: i64, period: Duration, beat: Arc<Beat>) {
+    let retry = (period / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    loop {
+        let sent = Instant::now();
+        let (mut keeper, mut stream) = match lease.keep_alive(id).await {
+            Ok(pair) => pair,
+            // The client reports a missing lease as a keepalive error with TTL ≤ 0 in the first reply.
+            Err(EtcdError::LeaseKeepAliveError(_)) => break,
+            Err(e) => {
+                tracing::debug!(lease = %format_args!("{id:x}"), error = %e, "keepalive stream failed; reopening");
+                tokio::time::sleep(retry).await;
+                continue;
+            }
+        };
+        // Opening the stream sent one keepalive and consumed its acknowledgement.
+        beat.acked.send_replace(Some(sent));
+        let mut unanswered = VecDeque::new();
+        let mut next = sent + period;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => {}
+                _ = beat.poke.notified() => {}
+                reply = stream.message() => match reply {
+                    Ok(Some(r)) if r.ttl() > 0 => {
+                        if let Some(t) = unanswered.pop_front() {
+                            beat.acked.send_replace(Some(t));
+                        }
+                        continue;
+                    }
+                    Ok(Some(_)) => {
+                        beat.acked.send_replace(None);
+                        return;
+                    }
+                    Ok(None) | Err(_) => break,
+                },
+            }
+            let now = Instant::now();
+            if keeper.keep_alive().await.is_err() {
+                break;
+            }
+            unanswered.push_back(now);
+            next = now + period;
+        }
+    }
+    beat.acked.send_replace(None);
+}
