@@ -374,9 +374,7 @@ impl Backend for EtcdBackend {
 
     async fn release(&self, grant: &Grant) -> Result<()> {
         let Some(key) = grant.key.as_deref() else { return Err(not_held(grant, &self.url)) };
-        let deletion = self.keys.start_delete(key);
-        let deleted = delete_own(&mut self.rpc.kv.clone(), key, grant.token as i64).await;
-        deletion.finish();
+        let deleted = self.keys.start_delete(key).run(self.rpc.kv.clone(), grant.token as i64).await;
         if deleted.map_err(|e| self.err(e))? { Ok(()) } else { Err(not_held(grant, &self.url)) }
     }
 
@@ -386,9 +384,7 @@ impl Backend for EtcdBackend {
         let key = key_of(&req.name, session.id);
         // A live entry or a delete in flight means the queue entry's own cleanup owns the key.
         let Some(deletion) = self.keys.start_delete_if_unused(&key) else { return Ok(()) };
-        let deleted = delete_own(&mut self.rpc.kv.clone(), &key, 0).await;
-        deletion.finish();
-        deleted.map(drop).map_err(|e| self.err(e))
+        deletion.run(self.rpc.kv.clone(), 0).await.map(drop).map_err(|e| self.err(e))
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {

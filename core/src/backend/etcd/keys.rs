@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use etcd_client::{Compare, CompareOp, KvClient, Txn, TxnOp};
 use tokio::runtime::Handle;
@@ -32,8 +33,40 @@ pub(super) struct Deletion {
     _held: OwnedMutexGuard<()>,
 }
 
+/// First and longest pause between attempts to delete a key while etcd does not answer.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
 impl Deletion {
-    pub(super) fn finish(self) {
+    /// Deletes the key if it is the one made at `rev` (any version of it when `rev` is 0: the reply that would have
+    /// told us the revision was lost). Whether it was deleted. On failure the attempts go on in the background, as
+    /// the key's lease is kept alive: a key left behind would block the lock until this client closes.
+    pub(super) async fn run(self, mut kv: KvClient, rev: i64) -> Result<bool, etcd_client::Error> {
+        match delete_own(&mut kv, &self.key, rev).await {
+            Ok(deleted) => {
+                self.finish();
+                Ok(deleted)
+            }
+            Err(e) => {
+                tokio::spawn(self.retry(kv, rev));
+                Err(e)
+            }
+        }
+    }
+
+    async fn retry(self, mut kv: KvClient, rev: i64) {
+        let mut nap = RETRY_FIRST;
+        loop {
+            tokio::time::sleep(nap).await;
+            if delete_own(&mut kv, &self.key, rev).await.is_ok() {
+                break;
+            }
+            nap = (nap * 2).min(RETRY_MAX);
+        }
+        self.finish();
+    }
+
+    fn finish(self) {
         let mut map = self.keys.lock();
         if matches!(map.get(&self.key), Some(Use::Deleting(m)) if Arc::ptr_eq(m, &self.mutex)) {
             map.remove(&self.key);
@@ -120,12 +153,11 @@ impl Drop for Queued {
             return;
         }
         let deletion = self.keys.start_delete(&self.key);
-        let (mut kv, key, rev) = (self.kv.clone(), self.key.clone(), self.rev);
+        let (kv, key, rev) = (self.kv.clone(), self.key.clone(), self.rev);
         let task = async move {
-            if let Err(e) = delete_own(&mut kv, &key, rev).await {
-                tracing::warn!(%key, error = %e, "could not delete an abandoned queue key; it goes with its lease");
+            if let Err(e) = deletion.run(kv, rev).await {
+                tracing::warn!(%key, error = %e, "could not delete an abandoned queue key yet; retrying");
             }
-            deletion.finish();
         };
         match Handle::try_current().ok().or_else(|| self.handle.clone()) {
             Some(h) => drop(h.spawn(task)),
@@ -134,8 +166,7 @@ impl Drop for Queued {
     }
 }
 
-/// Deletes `key` if it is the one made at `rev` (any version of it when `rev` is 0: the reply that would have told
-/// us the revision was lost). Whether it was deleted.
+/// Deletes `key` if it is the one made at `rev` (any version of it when `rev` is 0). Whether it was deleted.
 pub(super) async fn delete_own(kv: &mut KvClient, key: &str, rev: i64) -> Result<bool, etcd_client::Error> {
     let txn = if rev == 0 {
         Txn::new().and_then([TxnOp::delete(key, None)])
