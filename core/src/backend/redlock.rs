@@ -21,17 +21,21 @@
 //! URL: `redlock://[user:password@]host:port,host:port,…[/db][?instance_timeout_ms=N]`, at least three distinct
 //! instances; the credentials and database apply to every instance. `redis+cluster://` is not supported yet.
 
-use std::fmt;
+mod config;
+mod instance;
+
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::future::{BoxFuture, FutureExt, Shared, join_all};
+use futures::future::join_all;
 use futures::stream::{FuturesUnordered, StreamExt};
 use redis::Script;
 use tokio::time::Instant;
 
+use self::config::parse;
+use self::instance::Instance;
 use super::redis::{RedisBackend, token_key};
 use super::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, lock_lost, not_held, poll_backoff,
@@ -40,12 +44,6 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::lease::drift;
 use crate::options::ClientOptions;
 use crate::url::redact;
-
-/// How long one instance may take to answer one request unless the URL says otherwise.
-const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_millis(50);
-
-/// Fewer instances give no fault tolerance over `redis://`.
-const MIN_INSTANCES: usize = 3;
 
 /// How long a waiter sleeps when the holder's records have no known expiry before it looks again.
 const UNKNOWN_TTL_RECHECK: Duration = Duration::from_millis(100);
@@ -87,134 +85,6 @@ pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn B
         ));
     }
     Ok(Arc::new(RedlockBackend::connect(url, opts).await?))
-}
-
-/// What a `redlock://` URL says.
-#[derive(Debug, PartialEq)]
-struct Config {
-    /// One `redis://` URL per instance, credentials and database included.
-    instances: Vec<String>,
-    instance_timeout: Duration,
-}
-
-fn parse(url: &str) -> Result<Config> {
-    let bad = |why: String| Error::invalid(format!("URL {:?}: {why}", redact(url)));
-    let rest = url.split_once("://").map(|(_, rest)| rest).ok_or_else(|| bad("expected redlock://h1,h2,h3".into()))?;
-    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let (rest, db) = rest.split_once('/').map_or((rest, None), |(rest, db)| (rest, Some(db)));
-    let (auth, hosts) = rest.rsplit_once('@').map_or((None, rest), |(auth, hosts)| (Some(auth), hosts));
-
-    let mut instances: Vec<String> = Vec::new();
-    for host in hosts.split(',').map(str::trim) {
-        if host.is_empty() {
-            return Err(bad("an empty host in the list".into()));
-        }
-        // `[::1]` has colons but no port.
-        let port = if host.rfind(':').is_some_and(|i| !host[i..].contains(']')) { "" } else { ":6379" };
-        let auth = auth.map(|a| format!("{a}@")).unwrap_or_default();
-        let db = db.map(|d| format!("/{d}")).unwrap_or_default();
-        let instance = format!("redis://{auth}{host}{port}{db}");
-        redis::Client::open(instance.as_str()).map_err(|e| bad(format!("host {host:?}: {e}")))?;
-        if instances.contains(&instance) {
-            return Err(bad(format!("host {host:?} is listed twice; each instance must count once")));
-        }
-        instances.push(instance);
-    }
-    if instances.len() < MIN_INSTANCES {
-        return Err(bad(format!(
-            "Redlock needs at least {MIN_INSTANCES} instances, got {}; use redis:// for one server",
-            instances.len()
-        )));
-    }
-
-    let mut instance_timeout = DEFAULT_INSTANCE_TIMEOUT;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("instance_timeout_ms", v)) => match v.parse::<u64>() {
-                Ok(ms) if ms > 0 => instance_timeout = Duration::from_millis(ms),
-                _ => return Err(bad(format!("instance_timeout_ms must be a positive number of ms, got {v:?}"))),
-            },
-            _ => return Err(bad(format!("unknown parameter {pair:?}; expected instance_timeout_ms=N"))),
-        }
-    }
-    Ok(Config { instances, instance_timeout })
-}
-
-/// A connection attempt that any number of requests can await.
-type Dial = Shared<BoxFuture<'static, Result<Arc<RedisBackend>>>>;
-
-/// The latest connection attempt to an instance, and why the one before failed.
-struct Dialing {
-    attempt: Dial,
-    failed: Option<Error>,
-}
-
-/// One Redis instance of the set. Once connected, its `ConnectionManager` reconnects by itself; until then a failed
-/// attempt is followed by another, and requests fail at once with the last error rather than wait for it.
-struct Instance {
-    url: String,
-    opts: ClientOptions,
-    timeout: Duration,
-    dialing: Mutex<Dialing>,
-}
-
-impl fmt::Debug for Instance {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Instance").field("url", &redact(&self.url)).field("timeout", &self.timeout).finish()
-    }
-}
-
-impl Instance {
-    fn new(url: String, opts: ClientOptions, timeout: Duration) -> Self {
-        let dialing = Mutex::new(Dialing { attempt: start_dial(url.clone(), opts.clone()), failed: None });
-        Instance { url, opts, timeout, dialing }
-    }
-
-    fn dialing(&self) -> std::sync::MutexGuard<'_, Dialing> {
-        self.dialing.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The connection: made, being made for the first time, or — for an instance known to be down — the last error,
-    /// while another attempt starts in the background.
-    async fn connection(&self) -> Result<Arc<RedisBackend>> {
-        let attempt = {
-            let mut dialing = self.dialing();
-            if let Some(Err(e)) = dialing.attempt.peek() {
-                dialing.failed = Some(e.clone());
-                dialing.attempt = start_dial(self.url.clone(), self.opts.clone());
-            }
-            match (dialing.attempt.peek(), &dialing.failed) {
-                (Some(result), _) => return result.clone(),
-                (None, Some(e)) => return Err(e.clone()),
-                (None, None) => dialing.attempt.clone(),
-            }
-        };
-        attempt.await
-    }
-
-    /// The connection if it is made already.
-    fn connected(&self) -> Option<Arc<RedisBackend>> {
-        self.dialing().attempt.peek().and_then(|r| r.as_ref().ok().cloned())
-    }
-
-    /// Runs `op` on this instance within the instance timeout.
-    async fn call<T, Fut>(&self, op: impl FnOnce(Arc<RedisBackend>) -> Fut) -> Result<T>
-    where
-        Fut: Future<Output = Result<T>>,
-    {
-        let work = async { op(self.connection().await?).await };
-        tokio::time::timeout(self.timeout, work).await.unwrap_or_else(|_| {
-            Err(Error::unavailable(format!("{}: no answer within {:?}", redact(&self.url), self.timeout)))
-        })
-    }
-}
-
-/// Starts connecting. A task of its own drives the attempt, so it goes on when every request has stopped waiting for
-/// it, and its result is there for the next request to find.
-fn start_dial(url: String, opts: ClientOptions) -> Dial {
-    let attempt = async move { RedisBackend::connect(&url, &opts).await.map(Arc::new) }.boxed().shared();
-    tokio::spawn(attempt.clone());
-    attempt
 }
 
 /// What one acquire keeps between attempts: each instance's subscription, which instances another holder's record
@@ -532,35 +402,5 @@ impl Backend for RedlockBackend {
 
     async fn close(&self) {
         join_all(self.instances.iter().filter_map(Instance::connected).map(|b| async move { b.close().await })).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_name_every_instance() {
-        let c = parse("redlock://u:pw@a:1,b:2,[::1]/3?instance_timeout_ms=20").unwrap();
-        assert_eq!(c.instances, ["redis://u:pw@a:1/3", "redis://u:pw@b:2/3", "redis://u:pw@[::1]:6379/3"]);
-        assert_eq!(c.instance_timeout, Duration::from_millis(20));
-        assert_eq!(parse("redlock://a,b,c").unwrap().instance_timeout, DEFAULT_INSTANCE_TIMEOUT);
-    }
-
-    #[test]
-    fn bad_urls_name_the_problem() {
-        for (url, says) in [
-            ("redlock://a,b", "at least 3"),
-            ("redlock://a,,b", "empty host"),
-            ("redlock://a,b,a:6379", "listed twice"),
-            ("redlock://a,b,c?instance_timeout_ms=0", "positive"),
-            ("redlock://a,b,c?colour=blue", "unknown parameter"),
-            ("redlock://u:secret@a,b", "u:***@"),
-        ] {
-            let err = parse(url).unwrap_err();
-            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{url}");
-            assert!(err.message().contains(says), "{url}: {err}");
-            assert!(!err.message().contains("secret"), "{err}");
-        }
     }
 }
