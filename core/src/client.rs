@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::runtime::Handle;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backend::{AcquireRequest, Attempt, Backend, Capability, LockInfo};
@@ -22,6 +23,9 @@ pub(crate) struct Inner {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) table: Arc<Table>,
     pub(crate) handle: Option<Handle>,
+    // Background cleanups in flight (cancelled acquires, dropped leases), so `close` can wait for them.
+    pending: Arc<watch::Sender<usize>>,
+    opts: ClientOptions,
     id: String,
     watchdog: Watchdog,
     closed: AtomicBool,
@@ -31,6 +35,20 @@ pub(crate) struct Inner {
 impl Inner {
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Runs cleanup `task` in the background (on the caller's runtime, else the client's); `close` waits for it.
+    pub(crate) fn spawn_cleanup(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let Some(h) = Handle::try_current().ok().or_else(|| self.handle.clone()) else {
+            tracing::warn!("no runtime to clean up on; the record expires after its TTL");
+            return;
+        };
+        let pending = self.pending.clone();
+        pending.send_modify(|n| *n += 1);
+        h.spawn(async move {
+            task.await;
+            pending.send_modify(|n| *n -= 1);
+        });
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {
@@ -57,14 +75,11 @@ impl Drop for AbandonGuard<'_> {
     fn drop(&mut self) {
         let Some(req) = self.req.take() else { return };
         let (backend, req) = (self.inner.backend.clone(), req.clone());
-        let task = async move {
+        self.inner.spawn_cleanup(async move {
             if let Err(e) = backend.abandon(&req).await {
                 tracing::warn!(lock = %req.name, error = %e, "could not clean up a cancelled acquire; it expires after its TTL");
             }
-        };
-        if let Some(h) = Handle::try_current().ok().or_else(|| self.inner.handle.clone()) {
-            h.spawn(task);
-        }
+        });
     }
 }
 
@@ -87,6 +102,8 @@ impl Client {
                 backend,
                 table: Arc::default(),
                 handle: Handle::try_current().ok(),
+                pending: Arc::new(watch::Sender::new(0)),
+                opts: opts.clone(),
                 id: uuid::Uuid::new_v4().to_string(),
                 watchdog: Watchdog::default(),
                 closed: AtomicBool::new(false),
@@ -209,7 +226,8 @@ impl Client {
         self.inner.table.len()
     }
 
-    /// Releases every lease this client holds and closes its connections. Later calls fail with `Closed`.
+    /// Releases every lease this client holds, waits (up to the request timeout) for background cleanups of
+    /// cancelled acquires and dropped leases, and closes its connections. Later calls fail with `Closed`.
     pub async fn close(&self) {
         if self.inner.closed.swap(true, Ordering::SeqCst) {
             return;
@@ -217,6 +235,8 @@ impl Client {
         for hold in self.inner.table.holds() {
             hold.release_all().await;
         }
+        let mut pending = self.inner.pending.subscribe();
+        let _ = tokio::time::timeout(self.inner.opts.request_timeout, pending.wait_for(|n| *n == 0)).await;
         self.inner.backend.close().await;
     }
 }

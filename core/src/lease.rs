@@ -296,14 +296,8 @@ impl Drop for Lease {
             return;
         }
         let hold = self.hold.clone();
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => drop(h.spawn(async move { hold.release_one().await })),
-            Err(_) => match self.hold.inner.handle.clone() {
-                Some(h) => drop(h.spawn(async move { hold.release_one().await })),
-                None => {
-                    tracing::warn!(lock = %self.hold.grant.name, "lease dropped outside a runtime; it expires after its TTL")
-                }
-            },
-        }
+        self.hold.inner.spawn_cleanup(async move {
+            let _ = hold.release_one().await;
+        });
     }
 }

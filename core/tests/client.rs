@@ -191,3 +191,13 @@ async fn try_lock_on_a_locally_held_name_does_not_wait() {
     assert!(started.elapsed() < Duration::from_secs(1));
     held.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn close_waits_for_background_releases() {
+    let store = support::unique("close-wait");
+    let (a, b) = (memory_client(&store).await, memory_client(&store).await);
+    drop(a.lock("L", &LockOptions::default()).await.unwrap());
+    a.close().await;
+    // No retry here: once close returns, the dropped lease's background release has run.
+    assert!(b.inspect("L").await.unwrap().holder.is_none());
+}
