@@ -1,0 +1,296 @@
+//! The `zk://` backend against the ZooKeeper server of `FENCELOCK_TEST_ZK`: Curator's node layout, FIFO hand-off,
+//! interop with hand-made Curator nodes, cleanup of abandoned attempts, and session-bound leases. Every test works
+//! under its own root node and checks that no lock node is left there before removing it.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fencelock::{Client, ClientOptions, ErrorKind, LockOptions};
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+const BOUND: Duration = Duration::from_secs(10);
+
+/// A raw session on the test server, for looking at and making nodes behind fencelock's back.
+struct Raw {
+    zk: zk::Client,
+    root: String,
+}
+
+impl Raw {
+    /// A raw session and a fresh root path; `None` (test skipped) without a server.
+    async fn open() -> Option<(String, Raw)> {
+        let url = support::service_url("FENCELOCK_TEST_ZK")?;
+        let zk = zk::Client::connect(url.trim_start_matches("zk://")).await.expect("raw ZooKeeper session");
+        Some((url, Raw { zk, root: format!("/{}", support::unique("fencelock-test")) }))
+    }
+
+    fn path(&self, name: &str) -> String {
+        format!("{}/{name}", self.root)
+    }
+
+    /// Children of `dir` as this session sees them after catching up with the leader.
+    async fn children(&self, dir: &str) -> Vec<String> {
+        self.zk.sync(dir).await.ok();
+        match self.zk.list_children(dir).await {
+            Err(zk::Error::NoNode) => Vec::new(),
+            listed => listed.unwrap(),
+        }
+    }
+
+    /// Waits, on child watches, until `dir` has exactly `n` children.
+    async fn await_children(&self, dir: &str, n: usize) -> Vec<String> {
+        let wait = async {
+            loop {
+                let (children, watch) = match self.zk.list_and_watch_children(dir).await {
+                    Ok(found) => found,
+                    // Not made yet: wait for its creation.
+                    Err(zk::Error::NoNode) => {
+                        let (_, watch) = self.zk.check_and_watch_stat(dir).await.unwrap();
+                        watch.changed().await;
+                        continue;
+                    }
+                    Err(e) => panic!("list {dir}: {e}"),
+                };
+                if children.len() == n {
+                    return children;
+                }
+                watch.changed().await;
+            }
+        };
+        tokio::time::timeout(BOUND, wait).await.unwrap_or_else(|_| panic!("{dir} never had {n} children"))
+    }
+
+    /// Makes a Curator-style waiter by hand: `<dir>/_c_<id>-lock-<seq>`, ephemeral on this raw session.
+    async fn curator_node(&self, dir: &str, id: &str) -> (String, i64) {
+        let dirs = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+        self.zk.mkdir(dir, &dirs).await.unwrap();
+        let opts = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let prefix = format!("{dir}/_c_{id}-lock-");
+        let (stat, seq) = self.zk.create(&prefix, b"curator", &opts).await.unwrap();
+        (format!("{prefix}{seq}"), stat.czxid)
+    }
+
+    /// Fails on any lock node left under the root, then deletes the root's (empty) directories.
+    async fn assert_clean(&self) {
+        let mut stack = vec![self.root.clone()];
+        let mut dirs = Vec::new();
+        while let Some(dir) = stack.pop() {
+            for child in self.children(&dir).await {
+                assert!(!child.contains("lock-"), "stray lock node {dir}/{child}");
+                stack.push(format!("{dir}/{child}"));
+            }
+            dirs.push(dir);
+        }
+        for dir in dirs.iter().rev() {
+            match self.zk.delete(dir, None).await {
+                Ok(()) | Err(zk::Error::NoNode) => {}
+                Err(e) => panic!("delete {dir}: {e}"),
+            }
+        }
+    }
+}
+
+fn fast() -> LockOptions {
+    LockOptions::default().ttl(Duration::from_secs(5))
+}
+
+fn is_curator_node(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("_c_") else { return false };
+    let Some((id, seq)) = rest.split_once("-lock-") else { return false };
+    uuid::Uuid::parse_str(id).is_ok() && id.len() == 36 && seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_follow_the_curator_layout() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let client = Client::connect(&url).await.unwrap();
+    assert!(client.capability().session_bound && client.capability().fair && client.capability().fencing);
+    let dir = raw.path("layout");
+    let lease = client.lock(&dir, &fast()).await.unwrap();
+
+    let children = raw.children(&dir).await;
+    assert_eq!(children.len(), 1, "{children:?}");
+    assert!(is_curator_node(&children[0]), "not _c_<uuid>-lock-<10 digits>: {}", children[0]);
+    let (data, stat) = raw.zk.get_data(&format!("{dir}/{}", children[0])).await.unwrap();
+    assert_eq!(data, lease.holder().as_bytes(), "the node holds the holder id");
+    assert_eq!(stat.czxid as u64, lease.fence(), "the fence token is the node's czxid");
+    assert!(stat.ephemeral_owner != 0, "the node is ephemeral");
+
+    let info = client.inspect(&dir).await.unwrap();
+    assert_eq!(info.holder.as_deref(), Some(lease.holder()));
+    assert_eq!(info.last_token, Some(lease.fence()));
+
+    let first = lease.fence();
+    lease.release().await.unwrap();
+    assert!(raw.children(&dir).await.is_empty(), "release deletes the node");
+    let again = client.lock(&dir, &fast()).await.unwrap();
+    assert!(again.fence() > first, "tokens rise: {} then {}", first, again.fence());
+    again.release().await.unwrap();
+    client.close().await;
+    raw.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_served_in_arrival_order() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("fifo");
+    let holder = Client::connect(&url).await.unwrap();
+    let first = holder.lock(&dir, &fast()).await.unwrap();
+
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..5 {
+        let client = Client::connect(&url).await.unwrap();
+        let (name, order) = (dir.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let lease = client.lock(&name, &fast().timeout(BOUND)).await.unwrap();
+            order.lock().unwrap().push(i);
+            lease.release().await.unwrap();
+            client.close().await;
+        }));
+        // The next client starts once this one's node is queued, so arrival order is known.
+        raw.await_children(&dir, i + 2).await;
+    }
+    first.release().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3, 4]);
+    holder.close().await;
+    raw.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_made_curator_node_blocks_until_deleted() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("interop");
+    let (curator, czxid) = raw.curator_node(&dir, "x").await;
+    let client = Client::connect(&url).await.unwrap();
+
+    assert!(client.try_lock(&dir, &fast()).await.unwrap().is_none(), "the Curator holder comes first");
+    let err = client.lock(&dir, &fast().timeout(Duration::from_millis(200))).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+
+    let waiter = {
+        let (client, dir) = (client.clone(), dir.clone());
+        tokio::spawn(async move { client.lock(&dir, &fast().timeout(BOUND)).await })
+    };
+    raw.await_children(&dir, 2).await;
+    raw.zk.delete(&curator, None).await.unwrap();
+    let lease = waiter.await.unwrap().unwrap();
+    assert!(lease.fence() > czxid as u64);
+    lease.release().await.unwrap();
+    client.close().await;
+    raw.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_and_cancelled_attempts_leave_no_node() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("cleanup");
+    let (curator, _) = raw.curator_node(&dir, "held").await;
+    let client = Client::connect(&url).await.unwrap();
+
+    assert!(client.try_lock(&dir, &fast()).await.unwrap().is_none());
+    raw.await_children(&dir, 1).await;
+
+    let waiter = {
+        let (client, dir) = (client.clone(), dir.clone());
+        tokio::spawn(async move { client.lock(&dir, &fast()).await })
+    };
+    raw.await_children(&dir, 2).await;
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    let left = raw.await_children(&dir, 1).await;
+    assert_eq!(format!("{dir}/{}", left[0]), curator, "only the Curator node is left");
+    assert_eq!(client.local_entries(), 0);
+
+    raw.zk.delete(&curator, None).await.unwrap();
+    client.close().await;
+    raw.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_session_frees_its_locks() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("session");
+    let a = Client::connect(&url).await.unwrap();
+    let b = Client::connect(&url).await.unwrap();
+    let held = a.lock(&dir, &fast()).await.unwrap();
+
+    let waiter = {
+        let (b, dir) = (b.clone(), dir.clone());
+        tokio::spawn(async move { b.lock(&dir, &fast().timeout(BOUND)).await })
+    };
+    raw.await_children(&dir, 2).await;
+    a.close().await;
+    let lease = waiter.await.unwrap().unwrap();
+    assert!(lease.fence() > held.fence());
+    assert_eq!(a.lock(&dir, &fast()).await.unwrap_err().kind(), ErrorKind::Closed);
+    lease.release().await.unwrap();
+    b.close().await;
+    raw.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_node_is_a_lost_lease() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("lost");
+    let client = Client::connect(&url).await.unwrap();
+    // A short TTL so the watchdog renews (checks the node) every 100 ms.
+    let lease = client.lock(&dir, &LockOptions::default().ttl(Duration::from_millis(300))).await.unwrap();
+    assert!(client.force_release(&dir).await.unwrap());
+    tokio::time::timeout(BOUND, lease.lost()).await.expect("the watchdog notices the node is gone");
+    assert_eq!(lease.renew(None).await.unwrap_err().kind(), ErrorKind::LockLost);
+    assert!(!client.force_release(&dir).await.unwrap(), "nothing left to force");
+    client.close().await;
+    raw.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fence_register_rejects_older_tokens() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let client = Client::connect(&url).await.unwrap();
+    let resource = support::unique("zk-fence");
+    let fence = client.fence(&resource);
+    assert_eq!(fence.read().await.unwrap(), (0, Vec::new()));
+    fence.write(5, b"five").await.unwrap();
+    fence.write(5, b"five again").await.unwrap();
+    assert_eq!(fence.write(4, b"stale").await.unwrap_err().kind(), ErrorKind::Fenced);
+    fence.write(7, b"seven").await.unwrap();
+    assert_eq!(fence.read().await.unwrap(), (7, b"seven".to_vec()));
+
+    let path = format!("/fencelock/fences/{resource}");
+    let (data, _) = raw.zk.get_data(&path).await.unwrap();
+    assert_eq!(data, [&7u64.to_be_bytes()[..], b"seven"].concat(), "8-byte big-endian token, then the value");
+    raw.zk.delete(&path, None).await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chroot_is_made_and_used() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let client = Client::connect(&format!("{url}{}", raw.root)).await.unwrap();
+    let lease = client.lock("inside", &fast()).await.unwrap();
+    assert_eq!(raw.children(&raw.path("inside")).await.len(), 1, "the lock lives under the chroot");
+    lease.release().await.unwrap();
+    client.close().await;
+    raw.assert_clean().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_unavailable_fast() {
+    if support::service_url("FENCELOCK_TEST_ZK").is_none() {
+        return;
+    }
+    let opts = ClientOptions::default().connect_timeout(Duration::from_millis(500));
+    let started = Instant::now();
+    let err = Client::connect_with("zk://127.0.0.1:1", &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    let err = Client::connect("zk://").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+}
