@@ -9,6 +9,9 @@
 //!   runs the Txn again. The Txn compares the owner with our key as it is now, so a waiter whose key vanished while
 //!   it waited (its lease expired: the Jepsen finding on etcd 3.4.3) is never told it holds the lock.
 //! - As in etcd, locks are prefixes: the keys of lock `a/b` also lie under `a/`, so do not nest lock names.
+//! - Session-bound: a key lives while its client keeps the lease alive, so a lock outlives its TTL while the client
+//!   does; the TTL bounds how long a crashed client keeps it. `inspect` names the holder by its key, as the layout
+//!   (shared with etcdctl) has no room for a holder id.
 //!
 //! An uncontended acquire + release is two round trips (the Txn, the delete), plus one lease grant per client and TTL.
 
