@@ -15,6 +15,9 @@
 //! | fence write | a majority accepted the token | `Fenced` if too many refused for a majority to accept, else `Unavailable` |
 //! | fence read, inspect | a majority answered: the highest token, the holder a majority agrees on | `Unavailable` |
 //!
+//! Waiters listen for release messages on every instance where another's record was seen, for at most the time
+//! until enough of those records expire to free a majority; after a split vote they add Redlock's random delay.
+//!
 //! Like any quorum register without read repair, a fenced write that failed may still have reached a minority and be
 //! seen by later reads; a write that succeeded is seen by every later read.
 //!
