@@ -13,8 +13,19 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Backends by URL: `sqlite:PATH` (embedded default), `redis://` / `rediss://` (Redisson RLock layout),
-//! `memory://NAME` (in-process, for tests). See DESIGN.md for the algorithms and guarantees.
+//! Backends by URL (one file each under `backend/`, behind one `Backend` trait):
+//!
+//! | URL | algorithm | waiters woken by |
+//! |---|---|---|
+//! | `sqlite:PATH` (the embedded default) | a row per lock, upsert if free, expired or ours | polling |
+//! | `postgres://…` | the same table on the server clock | `LISTEN`/`NOTIFY` |
+//! | `redis://`, `rediss://` | Lua scripts on Redisson's RLock layout | pub/sub |
+//! | `redlock://h1,h2,h3` | Redlock over independent instances, tokens raised on a majority | pub/sub |
+//! | `etcd://h1:2379,…` | etcd's `concurrency.Mutex` | watch of the predecessor |
+//! | `zk://h1:2181,…[/chroot]` | Curator's `InterProcessMutex` | watch of the predecessor |
+//! | `memory://NAME` | in-process, for tests | notify |
+//!
+//! See DESIGN.md for the algorithms and guarantees.
 
 mod backend;
 mod client;
