@@ -18,6 +18,13 @@ pub(crate) fn drift(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(2)
 }
 
+/// How long a grant stays ours after the backend last confirmed it: the TTL, but no longer than the backend's own
+/// bound (a ZooKeeper session expires after its timeout whatever TTL was asked for), less drift.
+fn validity(ttl: Duration, bound: Option<Duration>) -> Duration {
+    let ttl = bound.map_or(ttl, |b| ttl.min(b));
+    ttl.saturating_sub(drift(ttl))
+}
+
 #[derive(Debug)]
 struct HoldState {
     count: usize,
@@ -59,6 +66,7 @@ impl Hold {
         watchdog: bool,
         gate: OwnedMutexGuard<()>,
     ) -> Self {
+        let bound = inner.backend.lease_bound();
         Hold {
             inner,
             grant,
@@ -67,7 +75,7 @@ impl Hold {
             state: Mutex::new(HoldState {
                 count: 1,
                 ttl,
-                valid_until: requested_at + ttl.saturating_sub(drift(ttl)),
+                valid_until: requested_at + validity(ttl, bound),
                 released: false,
                 lost: None,
             }),
@@ -126,6 +134,12 @@ impl Hold {
         self.state().ttl
     }
 
+    /// The watchdog's renewal period: a third of the TTL, or of the backend's lease bound if shorter.
+    pub(crate) fn renew_every(&self) -> Duration {
+        let ttl = self.ttl();
+        self.inner.backend.lease_bound().map_or(ttl, |b| ttl.min(b)) / 3
+    }
+
     pub(crate) fn valid_until(&self) -> Instant {
         self.state().valid_until
     }
@@ -157,7 +171,7 @@ impl Hold {
             Ok(()) => {
                 let mut st = self.state();
                 st.ttl = ttl;
-                st.valid_until = sent + ttl.saturating_sub(drift(ttl));
+                st.valid_until = sent + validity(ttl, self.inner.backend.lease_bound());
                 Ok(())
             }
             Err(e) if e.kind() == ErrorKind::LockLost => {

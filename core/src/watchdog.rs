@@ -45,7 +45,7 @@ impl Watchdog {
 
 fn first_due(hold: &Hold) -> Option<Instant> {
     match hold.next_due() {
-        Due::Renew => Some(Instant::now() + hold.ttl() / 3),
+        Due::Renew => Some(Instant::now() + hold.renew_every()),
         Due::ExpiresAt(t) => Some(t),
         Due::Done => None,
     }
@@ -102,12 +102,12 @@ async fn tick(hold: &Arc<Hold>) -> Option<Instant> {
         }
         Due::ExpiresAt(t) => Some(t),
         Due::Renew => match tokio::time::timeout_at(valid_until, hold.renew(None)).await {
-            Ok(Ok(())) => Some(Instant::now() + hold.ttl() / 3),
+            Ok(Ok(())) => Some(Instant::now() + hold.renew_every()),
             Ok(Err(e)) if matches!(e.kind(), ErrorKind::LockLost | ErrorKind::NotHeld | ErrorKind::Closed) => None,
             Ok(Err(e)) if Instant::now() < valid_until => {
                 // A transient failure: try again soon, but never past validity.
                 tracing::debug!(lock = %hold.grant.name, error = %e, "renewal failed; retrying");
-                let retry = (hold.ttl() / 10).clamp(Duration::from_millis(1), Duration::from_secs(1));
+                let retry = (hold.renew_every() / 3).clamp(Duration::from_millis(1), Duration::from_secs(1));
                 Some((Instant::now() + retry).min(valid_until))
             }
             Ok(Err(e)) => {

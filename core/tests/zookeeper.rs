@@ -294,3 +294,16 @@ async fn an_unreachable_server_is_unavailable_fast() {
     let err = Client::connect("zk://").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validity_is_capped_by_the_session_timeout() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let client = Client::connect(&url).await.unwrap();
+    let dir = raw.path("bound");
+    // A partitioned client loses its node when the session expires, so a 60 s TTL must not promise 60 s.
+    let lease = client.lock(&dir, &LockOptions::default().ttl(Duration::from_secs(60))).await.unwrap();
+    assert!(lease.remaining() <= Duration::from_secs(10), "remaining {:?}", lease.remaining());
+    lease.release().await.unwrap();
+    client.close().await;
+    raw.assert_clean().await;
+}

@@ -133,6 +133,12 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
         Ok(())
     }
 
+    /// The longest a grant can stay ours without the backend confirming it, whatever TTL was asked for (a
+    /// ZooKeeper session's timeout). Validity and the watchdog's period are capped by it.
+    fn lease_bound(&self) -> Option<Duration> {
+        None
+    }
+
     /// Extends the record to `ttl` from now. `LockLost` if it is no longer ours.
     async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()>;
 

@@ -479,6 +479,11 @@ impl Backend for ZkBackend {
         &self.shared.url
     }
 
+    /// A lost connection costs the session, and with it our node, after the session timeout, whatever the TTL.
+    fn lease_bound(&self) -> Option<Duration> {
+        Some(self.shared.session.timeout)
+    }
+
     async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
         let s = &self.shared;
         if ticket.is_none() {
