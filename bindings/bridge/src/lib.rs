@@ -1,0 +1,14 @@
+//! What every fencelock binding shares, so none of them re-invents it (DESIGN.md §1, TOOLCHAIN.md gotchas 4 and 7):
+//!
+//! - [`handle`]: one lazily built multi-thread tokio runtime per process, rebuilt in a `fork()`ed child;
+//! - [`block_on`] for blocking callers (C, JNI, sync Python) and [`spawn`] for async ones;
+//! - [`status_code`]: the one mapping from core errors to the numeric codes of DESIGN.md §5;
+//! - [`catch_panic`]: a panic becomes an `Internal` error instead of unwinding into a host language.
+
+mod panic;
+mod runtime;
+mod status;
+
+pub use panic::catch_panic;
+pub use runtime::{THREADS_ENV, block_on, handle, on_runtime_thread, spawn, worker_threads};
+pub use status::{STATUS_BUSY, STATUS_OK, status_code};

@@ -1,0 +1,66 @@
+//! `fencelock_lock_options` and its conversion to core's `LockOptions`; the default owner is the calling thread.
+
+use std::ffi::c_char;
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use fencelock::{DEFAULT_TTL, LockOptions, Result};
+
+use crate::args;
+
+/// `timeout_ms` value that makes `fencelock_lock` wait until the lock is free (the default).
+pub const FENCELOCK_WAIT_FOREVER: u64 = u64::MAX;
+
+/// Options of one `fencelock_lock` / `fencelock_try_lock` call. Start from `fencelock_lock_options_default()`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct fencelock_lock_options {
+    /// Lease time to live in milliseconds (1 ms to 24 h). Default 30000.
+    pub ttl_ms: u64,
+    /// How long `fencelock_lock` waits for the holder to let go, in milliseconds; `FENCELOCK_WAIT_FOREVER` (the
+    /// default) waits until it is free. Ignored by `fencelock_try_lock`.
+    pub timeout_ms: u64,
+    /// Renew the lease every ttl/3 in the background until it is released. Default true.
+    pub watchdog: bool,
+    /// Reentrancy key, UTF-8: a second lock of the same name by the same owner on the same client returns at once
+    /// with the same fence token. NULL (the default) means the calling thread.
+    pub owner: *const c_char,
+}
+
+/// The default options: ttl 30 s, wait forever, watchdog on, owner = the calling thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn fencelock_lock_options_default() -> fencelock_lock_options {
+    fencelock_lock_options {
+        ttl_ms: DEFAULT_TTL.as_millis() as u64,
+        timeout_ms: FENCELOCK_WAIT_FOREVER,
+        watchdog: true,
+        owner: ptr::null(),
+    }
+}
+
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    // C's default owner (DESIGN.md §4): one id per thread, so a thread's second lock of a name is reentrant.
+    static THREAD_OWNER: String = format!("thread-{}", NEXT_THREAD.fetch_add(1, Ordering::Relaxed));
+}
+
+/// Core options from C options; NULL means the defaults.
+///
+/// # Safety
+/// `opts` is NULL or points to a valid `fencelock_lock_options` whose `owner` is NULL or a NUL-terminated string.
+pub(crate) unsafe fn lock_options(opts: *const fencelock_lock_options) -> Result<LockOptions> {
+    // SAFETY: the caller's promise.
+    let o = unsafe { opts.as_ref() }.copied().unwrap_or_else(|| fencelock_lock_options_default());
+    let mut lo = LockOptions::default().ttl(Duration::from_millis(o.ttl_ms)).watchdog(o.watchdog);
+    if o.timeout_ms != FENCELOCK_WAIT_FOREVER {
+        lo = lo.timeout(Duration::from_millis(o.timeout_ms));
+    }
+    // SAFETY: the caller's promise.
+    let owner = match unsafe { args::opt_string(o.owner, "options.owner") }? {
+        Some(owner) => owner.to_owned(),
+        None => THREAD_OWNER.with(String::clone),
+    };
+    Ok(lo.owner(owner))
+}

@@ -1,0 +1,220 @@
+/* The conformance basics through the C ABI, on the backend URL given as argv[1]:
+ * exclusion, try_lock BUSY, timeout, release then reacquire with a larger token, reentrancy, renew, fenced
+ * write/read and FENCED, the lost callback, bad inputs naming the problem. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char name_buf[128];
+
+/* A lock name unique to this run, so reruns against a persistent backend start clean. */
+static const char *unique(const char *base) {
+    snprintf(name_buf, sizeof name_buf, "c-%s-%d-%lld", base, (int)getpid(), now_ms());
+    return name_buf;
+}
+
+static void exclusion_timeout_and_tokens(const char *url) {
+    fencelock_client *a = NULL, *b = NULL;
+    CHECK_STATUS(fencelock_client_connect(url, &a), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_client_connect(url, &b), FENCELOCK_OK);
+    if (!a || !b) goto out;
+    char name[128];
+    snprintf(name, sizeof name, "%s", unique("excl"));
+
+    fencelock_lease *la = NULL, *lb = (fencelock_lease *)1;
+    CHECK_STATUS(fencelock_lock(a, name, NULL, &la), FENCELOCK_OK);
+    CHECK(la != NULL);
+    uint64_t t1 = fencelock_lease_fence(la);
+    CHECK(t1 > 0);
+
+    CHECK_STATUS(fencelock_try_lock(b, name, NULL, &lb), FENCELOCK_BUSY);
+    CHECK(lb == NULL);
+    CHECK_ERROR_MENTIONS(name);
+
+    fencelock_lock_options o = fencelock_lock_options_default();
+    CHECK(o.timeout_ms == FENCELOCK_WAIT_FOREVER && o.ttl_ms == 30000 && o.watchdog && o.owner == NULL);
+    o.timeout_ms = 300;
+    long long t0 = now_ms();
+    CHECK_STATUS(fencelock_lock(b, name, &o, &lb), FENCELOCK_TIMEOUT);
+    long long waited = now_ms() - t0;
+    CHECK(waited >= 250 && waited < 5000);
+    CHECK(lb == NULL);
+    CHECK_ERROR_MENTIONS("TIMEOUT");
+
+    /* Same client, another owner: the local queue keeps it out too. */
+    o.owner = "someone-else";
+    o.timeout_ms = 100;
+    CHECK_STATUS(fencelock_lock(a, name, &o, &lb), FENCELOCK_TIMEOUT);
+
+    /* Reentrancy: the same thread (the default owner) gets the same grant again. */
+    fencelock_lease *again = NULL;
+    CHECK_STATUS(fencelock_lock(a, name, NULL, &again), FENCELOCK_OK);
+    CHECK(fencelock_lease_fence(again) == t1);
+    CHECK_STATUS(fencelock_lease_release(again), FENCELOCK_OK);
+    fencelock_lease_free(again);
+    CHECK_STATUS(fencelock_try_lock(b, name, NULL, &lb), FENCELOCK_BUSY); /* still one hold left */
+
+    bool valid = false;
+    CHECK_STATUS(fencelock_lease_renew(la, 0), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_lease_renew(la, 10000), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_lease_is_valid(la, &valid), FENCELOCK_OK);
+    CHECK(valid);
+    CHECK_STATUS(fencelock_lease_release(la), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_lease_is_valid(la, &valid), FENCELOCK_OK);
+    CHECK(!valid);
+    CHECK_STATUS(fencelock_lease_renew(la, 0), FENCELOCK_NOT_HELD);
+    CHECK(fencelock_lease_fence(la) == t1); /* readable after release */
+
+    o = fencelock_lock_options_default();
+    o.timeout_ms = 5000;
+    CHECK_STATUS(fencelock_lock(b, name, &o, &lb), FENCELOCK_OK);
+    uint64_t t2 = fencelock_lease_fence(lb);
+    CHECK(t2 > t1);
+
+    /* Fenced register: the newer token wins; the older one is rejected. */
+    fencelock_fence *f = NULL;
+    char resource[160];
+    snprintf(resource, sizeof resource, "%s-res", name);
+    CHECK_STATUS(fencelock_client_fence(a, resource, &f), FENCELOCK_OK);
+    uint64_t tok = 99;
+    uint8_t *val = (uint8_t *)1;
+    size_t len = 99;
+    CHECK_STATUS(fencelock_fence_read(f, &tok, &val, &len), FENCELOCK_OK);
+    CHECK(tok == 0 && val == NULL && len == 0);
+    CHECK_STATUS(fencelock_fence_write(f, t2, (const uint8_t *)"new", 3), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_fence_write(f, t1, (const uint8_t *)"stale", 5), FENCELOCK_FENCED);
+    CHECK_ERROR_MENTIONS("FENCED");
+    CHECK_STATUS(fencelock_fence_read(f, &tok, &val, &len), FENCELOCK_OK);
+    CHECK(tok == t2 && len == 3 && val && memcmp(val, "new", 3) == 0);
+    fencelock_bytes_free(val, len);
+    CHECK_STATUS(fencelock_fence_write(f, t2, NULL, 0), FENCELOCK_OK); /* same token, empty value */
+    fencelock_fence_free(f);
+
+    CHECK_STATUS(fencelock_lease_release(lb), FENCELOCK_OK);
+    fencelock_lease_free(la);
+    fencelock_lease_free(lb);
+out:
+    fencelock_client_free(a);
+    fencelock_client_free(b);
+}
+
+static atomic_int lost_calls;
+static atomic_int release_in_callback = -1;
+
+static void on_lost(void *user_data) {
+    atomic_fetch_add(&lost_calls, 1);
+    /* Blocking calls are refused on the runtime thread, with an error rather than a deadlock or panic. */
+    atomic_store(&release_in_callback, (int)fencelock_lease_release((const fencelock_lease *)user_data));
+}
+
+static void lost_callback(const char *url) {
+    fencelock_client *c = NULL;
+    CHECK_STATUS(fencelock_client_connect(url, &c), FENCELOCK_OK);
+    if (!c) return;
+    fencelock_lock_options o = fencelock_lock_options_default();
+    o.ttl_ms = 200;
+    o.watchdog = false; /* nobody renews: the lease is lost when its validity passes */
+    fencelock_lease *l = NULL;
+    CHECK_STATUS(fencelock_lock(c, unique("lost"), &o, &l), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_lease_on_lost(l, on_lost, l), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_lease_on_lost(l, NULL, NULL), FENCELOCK_INVALID_ARGUMENT);
+    for (int i = 0; i < 300 && atomic_load(&lost_calls) == 0; i++) usleep(10000);
+    usleep(50000);
+    CHECK(atomic_load(&lost_calls) == 1);
+    CHECK(atomic_load(&release_in_callback) == FENCELOCK_INTERNAL);
+    bool valid = true;
+    CHECK_STATUS(fencelock_lease_is_valid(l, &valid), FENCELOCK_OK);
+    CHECK(!valid);
+    CHECK_STATUS(fencelock_lease_renew(l, 0), FENCELOCK_LOCK_LOST);
+    fencelock_status s = fencelock_lease_release(l);
+    CHECK(s == FENCELOCK_LOCK_LOST || s == FENCELOCK_NOT_HELD);
+    fencelock_lease_free(l);
+    fencelock_client_free(c);
+}
+
+static void bad_inputs(const char *url) {
+    fencelock_client *c = (fencelock_client *)1;
+    CHECK_STATUS(fencelock_client_connect("nonsense", &c), FENCELOCK_INVALID_ARGUMENT);
+    CHECK(c == NULL);
+    CHECK_ERROR_MENTIONS("scheme");
+    CHECK_STATUS(fencelock_client_connect("\xff\xfe", &c), FENCELOCK_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("url is not valid UTF-8");
+
+    CHECK_STATUS(fencelock_client_connect(url, &c), FENCELOCK_OK);
+    if (!c) return;
+    fencelock_lease *l = NULL;
+    CHECK_STATUS(fencelock_lock(c, "", NULL, &l), FENCELOCK_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("name is empty");
+    CHECK_STATUS(fencelock_try_lock(c, "bad\xc3", NULL, &l), FENCELOCK_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("name is not valid UTF-8");
+    char long_name[600];
+    memset(long_name, 'x', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = 0;
+    CHECK_STATUS(fencelock_lock(c, long_name, NULL, &l), FENCELOCK_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("599 bytes");
+
+    fencelock_lock_options o = fencelock_lock_options_default();
+    o.ttl_ms = 0;
+    CHECK_STATUS(fencelock_lock(c, "ok-name", &o, &l), FENCELOCK_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("ttl");
+    o.ttl_ms = 25ull * 3600 * 1000;
+    CHECK_STATUS(fencelock_lock(c, "ok-name", &o, &l), FENCELOCK_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("24 h");
+    o = fencelock_lock_options_default();
+    o.owner = "\x80";
+    CHECK_STATUS(fencelock_lock(c, "ok-name", &o, &l), FENCELOCK_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("owner");
+    CHECK(l == NULL);
+
+    fencelock_fence *f = NULL;
+    CHECK_STATUS(fencelock_client_fence(c, "", &f), FENCELOCK_OK); /* checked on use */
+    CHECK_STATUS(fencelock_fence_write(f, 1, (const uint8_t *)"x", 1), FENCELOCK_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("empty");
+    fencelock_fence_free(f);
+    CHECK_STATUS(fencelock_client_fence(c, "r", &f), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_fence_write(f, 1, NULL, 4), FENCELOCK_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("value is NULL but len is 4");
+    fencelock_fence_free(f);
+
+    /* Reading the last error does not clear it, and a successful call does not either. */
+    const char *msg = fencelock_last_error();
+    CHECK(strstr(msg, "len is 4") != NULL);
+    CHECK(strstr(fencelock_last_error(), "len is 4") != NULL);
+    CHECK_STATUS(fencelock_client_fence(c, "r", &f), FENCELOCK_OK);
+    CHECK(strstr(fencelock_last_error(), "len is 4") != NULL);
+    fencelock_fence_free(f);
+    fencelock_client_free(c);
+}
+
+static void unreachable(void) {
+    /* Port 1 on loopback: nothing listens there. Either connect or the first lock reports it. */
+    fencelock_client *c = NULL;
+    long long t0 = now_ms();
+    fencelock_status s = fencelock_client_connect("redis://127.0.0.1:1", &c);
+    if (s == FENCELOCK_OK) {
+        fencelock_lock_options o = fencelock_lock_options_default();
+        o.timeout_ms = 2000;
+        fencelock_lease *l = NULL;
+        s = fencelock_lock(c, "unreachable", &o, &l);
+        fencelock_lease_free(l);
+    }
+    CHECK(s == FENCELOCK_UNAVAILABLE);
+    CHECK_ERROR_MENTIONS("127.0.0.1:1");
+    CHECK(now_ms() - t0 < 15000);
+    fencelock_client_free(c);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s URL\n", argv[0]);
+        return 2;
+    }
+    exclusion_timeout_and_tokens(argv[1]);
+    lost_callback(argv[1]);
+    bad_inputs(argv[1]);
+    unreachable();
+    char suite[256];
+    snprintf(suite, sizeof suite, "conformance %s", argv[1]);
+    return report(suite);
+}
