@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The C tests: builds the debug cdylib, compiles ffi/tests/c/*.c and examples/c/demo.c with AddressSanitizer (which
 # includes LeakSanitizer on Linux), runs the conformance basics on a temporary SQLite file and on Redis
-# (FENCELOCK_TEST_REDIS), the misuse tests on SQLite and the demo, and prints `N passed, N failed`.
+# (FENCELOCK_TEST_REDIS), the misuse tests on both, and the demo, and prints `N passed, N failed`.
 # Usage: ffi/tests/run.sh [--no-build]
 # The ASan build runs the Rust code uninstrumented: ASan's malloc serves Rust's allocations too (Rust uses the
 # system allocator), so leaks and bad frees of anything the C side receives are caught.
@@ -22,7 +22,7 @@ fi
 CC=${CC:-gcc}
 CFLAGS=(-std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -fsanitize=address -fno-omit-frame-pointer
     -I"$ROOT/ffi/include")
-LDFLAGS=(-L"$TARGET" -lfencelock_ffi -Wl,-rpath,"$TARGET" -pthread)
+LDFLAGS=(-L"$TARGET" -lfencelock_ffi "-Wl,-rpath,$TARGET" -pthread)
 # detect_leaks: on by default on x86_64 Linux, explicit for other hosts. abort_on_error=0 keeps exit codes.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
 
@@ -37,7 +37,7 @@ run() {
     local name=$1 out rc=0
     shift
     printf -- '--- %s\n' "$name"
-    out=$("$@" 2>&1) || rc=$?
+    out=$(timeout 300 "$@" 2>&1) || rc=$? # a hang is a failure, not a stuck run
     printf '%s\n' "$out"
     local line p=0 f=0
     line=$(grep -E ': [0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n1 || true)
@@ -54,15 +54,16 @@ run() {
 }
 
 run "conformance sqlite" "$WORK/conformance" "sqlite:$WORK/conformance.db"
+run "misuse sqlite" env FENCELOCK_RUNTIME_THREADS=3 "$WORK/misuse" "sqlite:$WORK/misuse.db"
 if [[ -n ${FENCELOCK_TEST_REDIS:-} ]]; then
     run "conformance redis" "$WORK/conformance" "$FENCELOCK_TEST_REDIS"
+    run "misuse redis" "$WORK/misuse" "$FENCELOCK_TEST_REDIS"
 elif [[ ${FENCELOCK_REQUIRE_SERVICES:-} == 1 ]]; then
     echo "--- conformance redis: FENCELOCK_TEST_REDIS is not set but FENCELOCK_REQUIRE_SERVICES=1"
     FAILED=$((FAILED + 1))
 else
     echo "--- conformance redis: skipped (FENCELOCK_TEST_REDIS is not set)"
 fi
-run "misuse sqlite" "$WORK/misuse" "sqlite:$WORK/misuse.db"
 run "demo" "$WORK/demo" "sqlite:$WORK/demo.db"
 
 echo "$PASSED passed, $FAILED failed"

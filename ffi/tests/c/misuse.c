@@ -1,5 +1,6 @@
 /* Misuse through the C ABI on the backend URL given as argv[1]: NULL everywhere, double release, release after the
  * client is freed or closed, a lease used from another thread, 200+ threads on one lock through one client, fork. */
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -9,6 +10,48 @@
 #include "check.h"
 
 static const char *URL;
+
+/* A lock name unique to this process, so reruns against a persistent backend (Redis) start clean. A ring of
+ * buffers: a few names may be in use at once, all from the main thread. */
+static const char *N(const char *base) {
+    static char ring[8][128];
+    static int next;
+    char *buf = ring[next++ % 8];
+    snprintf(buf, sizeof ring[0], "misuse-%s-%d", base, (int)getpid());
+    return buf;
+}
+
+/* Threads of this process whose name starts with `prefix` (Linux truncates names to 15 bytes). */
+static int threads_named(const char *prefix) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(comm, sizeof comm, f) && strncmp(comm, prefix, strlen(prefix)) == 0) n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* The shared runtime: built on first use, FENCELOCK_RUNTIME_THREADS workers (default 2) named fencelock-worker-N.
+ * Blocking-pool threads carry the same name, so the count is a lower bound. */
+static void runtime_threads(void) {
+    CHECK(threads_named("fencelock-work") == 0);
+    fencelock_client *c = NULL;
+    CHECK_STATUS(fencelock_client_connect(URL, &c), FENCELOCK_OK);
+    const char *env = getenv("FENCELOCK_RUNTIME_THREADS");
+    int want = env && atoi(env) > 0 ? atoi(env) : 2;
+    int have = threads_named("fencelock-work");
+    CHECK(have >= want);
+    printf("runtime: %d fencelock-worker threads (at least %d wanted)\n", have, want);
+    fencelock_client_free(c);
+}
 
 static void nulls(void) {
     fencelock_client *c = NULL;
@@ -68,45 +111,45 @@ static void double_release_and_freed_client(void) {
     CHECK_STATUS(fencelock_client_connect(URL, &other), FENCELOCK_OK);
     if (!c || !other) return;
     fencelock_lease *l = NULL, *l2 = NULL;
-    CHECK_STATUS(fencelock_lock(c, "misuse-twice", NULL, &l), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_lock(c, N("twice"), NULL, &l), FENCELOCK_OK);
     CHECK_STATUS(fencelock_lease_release(l), FENCELOCK_OK);
     CHECK_STATUS(fencelock_lease_release(l), FENCELOCK_NOT_HELD);
     CHECK_ERROR_MENTIONS("NOT_HELD");
     fencelock_lease_free(l);
 
     /* The lease keeps the client alive: releasing after the client handle is freed works. */
-    CHECK_STATUS(fencelock_lock(c, "misuse-after-free", NULL, &l), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_lock(c, N("after-free"), NULL, &l), FENCELOCK_OK);
     fencelock_fence *f = NULL;
-    CHECK_STATUS(fencelock_client_fence(c, "misuse-after-free", &f), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_client_fence(c, N("after-free"), &f), FENCELOCK_OK);
     fencelock_client_free(c);
     CHECK_STATUS(fencelock_lease_renew(l, 0), FENCELOCK_OK);
     CHECK_STATUS(fencelock_fence_write(f, fencelock_lease_fence(l), (const uint8_t *)"v", 1), FENCELOCK_OK);
     CHECK_STATUS(fencelock_lease_release(l), FENCELOCK_OK);
     fencelock_lease_free(l);
     fencelock_fence_free(f);
-    CHECK_STATUS(fencelock_try_lock(other, "misuse-after-free", NULL, &l2), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_try_lock(other, N("after-free"), NULL, &l2), FENCELOCK_OK);
     fencelock_lease_release(l2);
     fencelock_lease_free(l2);
 
     /* Freeing an unreleased lease releases it. */
-    CHECK_STATUS(fencelock_lock(other, "misuse-free-unreleased", NULL, &l), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_lock(other, N("free-unreleased"), NULL, &l), FENCELOCK_OK);
     fencelock_lease_free(l);
     fencelock_client *third = NULL;
     CHECK_STATUS(fencelock_client_connect(URL, &third), FENCELOCK_OK);
-    CHECK_STATUS(fencelock_try_lock(third, "misuse-free-unreleased", NULL, &l2), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_try_lock(third, N("free-unreleased"), NULL, &l2), FENCELOCK_OK);
     fencelock_lease_free(l2);
 
     /* After close: CLOSED for new work; a lease of the closed client fails cleanly. */
-    CHECK_STATUS(fencelock_lock(third, "misuse-closed", NULL, &l), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_lock(third, N("closed"), NULL, &l), FENCELOCK_OK);
     CHECK_STATUS(fencelock_client_close(third), FENCELOCK_OK);
     CHECK_STATUS(fencelock_client_close(third), FENCELOCK_OK);
-    CHECK_STATUS(fencelock_lock(third, "misuse-closed-2", NULL, &l2), FENCELOCK_CLOSED);
+    CHECK_STATUS(fencelock_lock(third, N("closed-2"), NULL, &l2), FENCELOCK_CLOSED);
     CHECK_ERROR_MENTIONS("closed");
     CHECK(fencelock_lease_release(l) != FENCELOCK_OK);
     fencelock_lease_free(l);
     fencelock_client_free(third);
     /* close released it: the other client gets it at once */
-    CHECK_STATUS(fencelock_try_lock(other, "misuse-closed", NULL, &l2), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_try_lock(other, N("closed"), NULL, &l2), FENCELOCK_OK);
     fencelock_lease_free(l2);
     fencelock_client_free(other);
 }
@@ -119,7 +162,7 @@ static void other_thread(void) {
     fencelock_client *c = NULL;
     CHECK_STATUS(fencelock_client_connect(URL, &c), FENCELOCK_OK);
     fencelock_lease *l = NULL;
-    CHECK_STATUS(fencelock_lock(c, "misuse-thread", NULL, &l), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_lock(c, N("thread"), NULL, &l), FENCELOCK_OK);
     pthread_t t;
     void *rc;
     pthread_create(&t, NULL, release_elsewhere, l);
@@ -134,6 +177,7 @@ static void other_thread(void) {
 #define ROUNDS 2
 
 static fencelock_client *shared;
+static const char *contended_name;
 static atomic_int inside;
 static atomic_int overlaps;
 static atomic_int lock_errors;
@@ -145,7 +189,7 @@ static void *contend(void *arg) {
     (void)arg;
     for (int i = 0; i < ROUNDS; i++) {
         fencelock_lease *l = NULL;
-        if (fencelock_lock(shared, "misuse-contended", NULL, &l) != FENCELOCK_OK) {
+        if (fencelock_lock(shared, contended_name, NULL, &l) != FENCELOCK_OK) {
             atomic_fetch_add(&lock_errors, 1);
             fprintf(stderr, "contend: %s\n", fencelock_last_error());
             continue;
@@ -167,6 +211,7 @@ static void *contend(void *arg) {
 static void many_threads(void) {
     CHECK_STATUS(fencelock_client_connect(URL, &shared), FENCELOCK_OK);
     if (!shared) return;
+    contended_name = N("contended");
     pthread_t t[THREADS];
     int started = 0;
     for (int i = 0; i < THREADS; i++) {
@@ -192,7 +237,7 @@ static void after_fork(void) {
         fencelock_client *c = NULL;
         fencelock_lease *l = NULL;
         int ok = fencelock_client_connect(URL, &c) == FENCELOCK_OK &&
-                 fencelock_lock(c, "misuse-fork", NULL, &l) == FENCELOCK_OK &&
+                 fencelock_lock(c, N("fork"), NULL, &l) == FENCELOCK_OK &&
                  fencelock_lease_release(l) == FENCELOCK_OK;
         fencelock_lease_free(l);
         fencelock_client_free(c);
@@ -209,6 +254,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     URL = argv[1];
+    runtime_threads();
     nulls();
     double_release_and_freed_client();
     other_thread();
