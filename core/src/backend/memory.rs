@@ -134,6 +134,8 @@ impl Backend for MemoryBackend {
             }
         }
         self.store.released.notify_waiters();
+        // Let the woken waiters run before the releasing task can take the lock straight back.
+        tokio::task::yield_now().await;
         Ok(())
     }
 

@@ -16,6 +16,7 @@ pub(crate) mod postgres;
 pub(crate) mod redis;
 pub(crate) mod redlock;
 pub(crate) mod sqlite;
+mod waiters;
 pub(crate) mod zookeeper;
 
 /// What a backend can do; callers and tests branch on these flags, not on backend names.

@@ -10,21 +10,21 @@
 //! Commands share one connection rather than a pool: tokio-postgres pipelines concurrent queries on it, and every
 //! statement here is a short autocommit one on one row, so more connections would add server processes, not speed.
 
-use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use md5::{Digest, Md5};
-use tokio::sync::{Mutex as AsyncMutex, Notify};
+use tokio::sync::Mutex as AsyncMutex;
 use tokio::time::Instant;
 use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::types::FromSqlOwned;
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socket, Statement};
 
+use super::waiters::{Channels, Listen, Subscription};
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
@@ -162,132 +162,39 @@ struct Session {
     fence_read: Statement,
 }
 
-/// Notifications seen on one channel: waiters compare generations, so one that lands between an attempt and the
-/// wait is not missed.
-#[derive(Debug, Default)]
-struct Channel {
-    generation: AtomicU64,
-    notify: Notify,
-}
-
-impl Channel {
-    fn wake(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        self.notify.notify_waiters();
-    }
-}
-
-#[derive(Debug, Default)]
-struct Entry {
-    waiters: usize,
-    listening: bool,
-    channel: Arc<Channel>,
-}
-
-/// The connection that carries this client's LISTENs, and the channels its waiters wait on.
-#[derive(Debug)]
+/// The connection that carries this client's LISTENs.
+#[derive(Debug, Clone)]
 struct Listener {
-    client: Client,
-    map: Mutex<HashMap<String, Entry>>,
-    // Serialises LISTEN/UNLISTEN so a late UNLISTEN never undoes a newer LISTEN.
-    order: AsyncMutex<()>,
+    client: Arc<Client>,
+    channels: Arc<Channels>,
 }
 
-impl Listener {
-    fn wake(&self, channel: &str) {
-        if let Some(e) = self.map.lock().unwrap().get(channel) {
-            e.channel.wake();
-        }
+impl Listen for Listener {
+    type Error = tokio_postgres::Error;
+
+    // The channel is `fencelock_` + hex: a lower-case identifier that needs no quoting.
+    async fn listen(&self, channel: &str) -> Result<(), tokio_postgres::Error> {
+        self.client.batch_execute(&format!("LISTEN {channel}")).await
     }
 
-    fn wake_all(&self) {
-        self.map.lock().unwrap().values().for_each(|e| e.channel.wake());
+    async fn unlisten(&self, channel: &str) {
+        if !self.client.is_closed() {
+            let _ = self.client.batch_execute(&format!("UNLISTEN {channel}")).await;
+        }
     }
 }
 
 /// Reads the listening connection's messages and wakes the channels they name, until the connection ends.
-async fn dispatch(mut conn: Connection<Socket, NoTlsStream>, listener: Weak<Listener>) {
+async fn dispatch(mut conn: Connection<Socket, NoTlsStream>, channels: Weak<Channels>) {
     while let Some(Ok(message)) = std::future::poll_fn(|cx| conn.poll_message(cx)).await {
-        if let (AsyncMessage::Notification(n), Some(l)) = (message, listener.upgrade()) {
-            l.wake(n.channel());
+        if let (AsyncMessage::Notification(n), Some(c)) = (message, channels.upgrade()) {
+            c.wake(n.channel());
         }
     }
     // Notifications may have been lost with the connection: every waiter re-checks, and re-listens on a new one.
-    if let Some(l) = listener.upgrade() {
-        l.wake_all();
+    if let Some(c) = channels.upgrade() {
+        c.wake_all();
     }
-}
-
-/// One waiter's interest in a channel; dropping the last one UNLISTENs.
-#[derive(Debug)]
-struct Subscription {
-    listener: Arc<Listener>,
-    name: String,
-    channel: Arc<Channel>,
-}
-
-impl Subscription {
-    async fn open(listener: Arc<Listener>, name: String) -> Result<Self, tokio_postgres::Error> {
-        let channel = {
-            let mut map = listener.map.lock().unwrap();
-            let e = map.entry(name.clone()).or_default();
-            e.waiters += 1;
-            e.channel.clone()
-        };
-        // Made before the await, so a failed or cancelled LISTEN still gives the waiter count back.
-        let sub = Subscription { listener, name, channel };
-        sub.listen().await?;
-        Ok(sub)
-    }
-
-    /// LISTENs on the channel unless this connection already does.
-    async fn listen(&self) -> Result<(), tokio_postgres::Error> {
-        let _order = self.listener.order.lock().await;
-        let listening = self.listener.map.lock().unwrap().get(&self.name).is_some_and(|e| e.listening);
-        if !listening {
-            // The channel is `fencelock_` + hex: a lower-case identifier that needs no quoting.
-            self.listener.client.batch_execute(&format!("LISTEN {}", self.name)).await?;
-            if let Some(e) = self.listener.map.lock().unwrap().get_mut(&self.name) {
-                e.listening = true;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        let last = {
-            let mut map = self.listener.map.lock().unwrap();
-            let left = map.get_mut(&self.name).map(|e| {
-                e.waiters -= 1;
-                e.waiters
-            });
-            if left == Some(0) {
-                map.remove(&self.name);
-            }
-            left == Some(0)
-        };
-        if !last || self.listener.client.is_closed() {
-            return;
-        }
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let (listener, name) = (self.listener.clone(), self.name.clone());
-            handle.spawn(async move {
-                let _order = listener.order.lock().await;
-                if !listener.map.lock().unwrap().contains_key(&name) {
-                    let _ = listener.client.batch_execute(&format!("UNLISTEN {name}")).await;
-                }
-            });
-        }
-    }
-}
-
-/// A waiter's ticket: its subscription and the last notification generation it has seen.
-#[derive(Debug)]
-struct Waiting {
-    sub: Subscription,
-    seen: u64,
 }
 
 /// The PostgreSQL backend.
@@ -415,9 +322,9 @@ impl PostgresBackend {
     async fn listener(&self) -> Result<Arc<Listener>> {
         live_or_open(&self.listener, |l| !l.client.is_closed(), async {
             let (client, conn) = self.open_connection().await?;
-            let listener = Arc::new(Listener { client, map: Mutex::default(), order: AsyncMutex::default() });
-            tokio::spawn(dispatch(conn, Arc::downgrade(&listener)));
-            Ok(listener)
+            let channels = Arc::<Channels>::default();
+            tokio::spawn(dispatch(conn, Arc::downgrade(&channels)));
+            Ok(Arc::new(Listener { client: Arc::new(client), channels }))
         })
         .await
     }
@@ -463,8 +370,8 @@ impl Backend for PostgresBackend {
 
     async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
         // Remember which notifications were already seen, so `wait` returns at once for one that lands meanwhile.
-        if let Some(w) = ticket.as_mut().and_then(|t| t.get_mut::<Waiting>()) {
-            w.seen = w.sub.channel.generation.load(Ordering::SeqCst);
+        if let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<Listener>>()) {
+            sub.mark();
         }
         let s = self.session().await?;
         let row = self.call(&s, s.client.query_one(&s.acquire, &[&req.name, &req.holder, &micros(req.ttl)])).await?;
@@ -493,29 +400,24 @@ impl Backend for PostgresBackend {
         if let Some(d) = deadline {
             until = until.min(d);
         }
-        let listening =
-            ticket.as_mut().and_then(|t| t.get_mut::<Waiting>()).is_some_and(|w| !w.sub.listener.client.is_closed());
+        let listening = ticket
+            .as_mut()
+            .and_then(|t| t.get_mut::<Subscription<Listener>>())
+            .is_some_and(|sub| !sub.conn().client.is_closed());
         if !listening {
             *ticket = None;
             let listener = self.listener().await?;
-            let sub = Subscription::open(listener, channel(&req.name)).await.map_err(|e| self.err(e))?;
-            let seen = sub.channel.generation.load(Ordering::SeqCst);
-            *ticket = Some(Ticket::new(Waiting { sub, seen }));
+            let sub = listener.channels.subscribe(&*listener, channel(&req.name)).await.map_err(|e| self.err(e))?;
+            *ticket = Some(Ticket::new(sub));
             // Listening only now: a release since the attempt notified no one we could hear, so look once.
             if self.inspect(&req.name).await?.holder.is_none() {
                 return Ok(());
             }
         }
-        let Some(w) = ticket.as_mut().and_then(|t| t.get_mut::<Waiting>()) else {
+        let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<Listener>>()) else {
             return Err(Error::internal("postgres wait: foreign ticket"));
         };
-        let notified = w.sub.channel.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if w.sub.channel.generation.load(Ordering::SeqCst) != w.seen {
-            return Ok(());
-        }
-        let _ = tokio::time::timeout_at(until, notified).await;
+        sub.wait_until(until).await;
         Ok(())
     }
 

@@ -6,16 +6,16 @@
 //! remaining TTL, the bound every wait uses.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, FromRedisValue, ProtocolVersion, PushInfo, PushKind, RedisError, Script, ScriptInvocation, Value};
-use tokio::sync::{Mutex as AsyncMutex, Notify, OnceCell};
+use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+use super::waiters::{Channels, Listen, Subscription};
 use super::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held, ttl_ms,
 };
@@ -101,108 +101,33 @@ struct Scripts {
     fence_write: Script,
 }
 
-/// Release messages seen on one channel: waiters compare generations, so a message that lands between an attempt
-/// and the wait is not missed.
-#[derive(Debug, Default)]
-struct Channel {
-    generation: AtomicU64,
-    notify: Notify,
-}
+/// The RESP3 connection that carries this client's subscriptions.
+#[derive(Debug, Clone)]
+struct PubSub(ConnectionManager);
 
-#[derive(Debug, Default)]
-struct Entry {
-    waiters: usize,
-    confirmed: bool,
-    channel: Arc<Channel>,
-}
+impl Listen for PubSub {
+    type Error = RedisError;
 
-/// The channels this client's waiters listen on, over one RESP3 connection.
-#[derive(Debug, Default)]
-struct Channels {
-    map: Mutex<HashMap<String, Entry>>,
-    // Serialises SUBSCRIBE/UNSUBSCRIBE so a late unsubscribe never undoes a newer subscribe.
-    order: AsyncMutex<()>,
-}
+    async fn listen(&self, channel: &str) -> Result<(), RedisError> {
+        self.0.clone().subscribe(channel).await
+    }
 
-impl Channels {
-    fn on_push(&self, push: PushInfo) {
-        let map = self.map.lock().unwrap();
-        let wake = |c: &Channel| {
-            c.generation.fetch_add(1, Ordering::SeqCst);
-            c.notify.notify_waiters();
-        };
-        match push.kind {
-            PushKind::Message | PushKind::SMessage => {
-                let ch = match push.data.first() {
-                    Some(Value::BulkString(ch)) => std::str::from_utf8(ch).ok(),
-                    _ => None,
-                };
-                if let Some(e) = ch.and_then(|ch| map.get(ch)) {
-                    wake(&e.channel);
-                }
-            }
-            // A reconnect may have dropped messages: every waiter re-checks.
-            PushKind::Disconnection => map.values().for_each(|e| wake(&e.channel)),
-            _ => {}
-        }
+    async fn unlisten(&self, channel: &str) {
+        let _ = self.0.clone().unsubscribe(channel).await;
     }
 }
 
-/// One waiter's interest in a channel; dropping the last one unsubscribes.
-#[derive(Debug)]
-struct Subscription {
-    channels: Arc<Channels>,
-    pubsub: ConnectionManager,
-    name: String,
-    channel: Arc<Channel>,
-}
-
-impl Subscription {
-    async fn open(channels: &Arc<Channels>, pubsub: &ConnectionManager, name: String) -> Result<Self, RedisError> {
-        let channel = {
-            let mut map = channels.map.lock().unwrap();
-            let e = map.entry(name.clone()).or_default();
-            e.waiters += 1;
-            e.channel.clone()
-        };
-        let sub = Subscription { channels: channels.clone(), pubsub: pubsub.clone(), name, channel };
-        let _order = channels.order.lock().await;
-        let confirmed = channels.map.lock().unwrap().get(&sub.name).is_some_and(|e| e.confirmed);
-        if !confirmed {
-            sub.pubsub.clone().subscribe(&sub.name).await?;
-            if let Some(e) = channels.map.lock().unwrap().get_mut(&sub.name) {
-                e.confirmed = true;
+/// Routes pushed messages to the waiters of their channel.
+fn on_push(channels: &Channels, push: PushInfo) {
+    match push.kind {
+        PushKind::Message | PushKind::SMessage => {
+            if let Some(Value::BulkString(ch)) = push.data.first() {
+                channels.wake(&String::from_utf8_lossy(ch));
             }
         }
-        Ok(sub)
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        let last = {
-            let mut map = self.channels.map.lock().unwrap();
-            let left = map.get_mut(&self.name).map(|e| {
-                e.waiters -= 1;
-                e.waiters
-            });
-            if left == Some(0) {
-                map.remove(&self.name);
-            }
-            left == Some(0)
-        };
-        if !last {
-            return;
-        }
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let (channels, mut conn, name) = (self.channels.clone(), self.pubsub.clone(), self.name.clone());
-            handle.spawn(async move {
-                let _order = channels.order.lock().await;
-                if !channels.map.lock().unwrap().contains_key(&name) {
-                    let _ = conn.unsubscribe(&name).await;
-                }
-            });
-        }
+        // A reconnect may have dropped messages: every waiter re-checks.
+        PushKind::Disconnection => channels.wake_all(),
+        _ => {}
     }
 }
 
@@ -211,7 +136,7 @@ impl Drop for Subscription {
 pub(crate) struct RedisBackend {
     conn: ConnectionManager,
     client: Client,
-    pubsub: OnceCell<ConnectionManager>,
+    pubsub: OnceCell<PubSub>,
     channels: Arc<Channels>,
     scripts: Scripts,
     url: String,
@@ -230,10 +155,13 @@ impl RedisBackend {
     pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
         let shown = redact(url);
         let client = Client::open(url).map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
-        let conn = tokio::time::timeout(opts.connect_timeout, ConnectionManager::new_with_config(client.clone(), manager_config(opts)))
-            .await
-            .map_err(|_| Error::unavailable(format!("{shown}: no connection within {:?}", opts.connect_timeout)))?
-            .map_err(|e| Error::unavailable(format!("{shown}: cannot connect: {e}")))?;
+        let conn = tokio::time::timeout(
+            opts.connect_timeout,
+            ConnectionManager::new_with_config(client.clone(), manager_config(opts)),
+        )
+        .await
+        .map_err(|_| Error::unavailable(format!("{shown}: no connection within {:?}", opts.connect_timeout)))?
+        .map_err(|e| Error::unavailable(format!("{shown}: cannot connect: {e}")))?;
         Ok(RedisBackend {
             conn,
             client,
@@ -260,7 +188,7 @@ impl RedisBackend {
     }
 
     /// The shared RESP3 connection that carries every waiter's subscriptions, made on first use.
-    async fn pubsub(&self) -> Result<&ConnectionManager> {
+    async fn pubsub(&self) -> Result<&PubSub> {
         self.pubsub
             .get_or_try_init(|| async {
                 let info = self.client.get_connection_info().clone();
@@ -269,11 +197,11 @@ impl RedisBackend {
                 let channels = self.channels.clone();
                 let config = manager_config(&self.opts)
                     .set_push_sender(move |push: PushInfo| -> Result<(), std::convert::Infallible> {
-                        channels.on_push(push);
+                        on_push(&channels, push);
                         Ok(())
                     })
                     .set_automatic_resubscription();
-                ConnectionManager::new_with_config(client, config).await.map_err(|e| self.err(e))
+                ConnectionManager::new_with_config(client, config).await.map(PubSub).map_err(|e| self.err(e))
             })
             .await
     }
@@ -309,8 +237,8 @@ impl Backend for RedisBackend {
 
     async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
         // Remember which release messages were already seen, so `wait` returns at once for one that lands meanwhile.
-        if let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<(Subscription, u64)>()) {
-            sub.1 = sub.0.channel.generation.load(Ordering::SeqCst);
+        if let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<PubSub>>()) {
+            sub.mark();
         }
         let (ok, n): (i64, i64) = self
             .scripts
@@ -342,26 +270,22 @@ impl Backend for RedisBackend {
         }
         if ticket.is_none() {
             let pubsub = self.pubsub().await?;
-            let sub = Subscription::open(&self.channels, pubsub, channel(&req.name)).await.map_err(|e| self.err(e))?;
-            let seen = sub.channel.generation.load(Ordering::SeqCst);
-            *ticket = Some(Ticket::new((sub, seen)));
+            let sub = self.channels.subscribe(pubsub, channel(&req.name)).await.map_err(|e| self.err(e))?;
+            *ticket = Some(Ticket::new(sub));
             // Subscribed after the attempt: a release in between sent no message we could see, so look once.
-            let exists: bool =
-                redis::cmd("EXISTS").arg(&req.name).query_async(&mut self.conn.clone()).await.map_err(|e| self.err(e))?;
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(&req.name)
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(|e| self.err(e))?;
             if !exists {
                 return Ok(());
             }
         }
-        let Some((sub, seen)) = ticket.as_mut().and_then(|t| t.get_mut::<(Subscription, u64)>()) else {
+        let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<PubSub>>()) else {
             return Err(Error::internal("redis wait: foreign ticket"));
         };
-        let notified = sub.channel.notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if sub.channel.generation.load(Ordering::SeqCst) != *seen {
-            return Ok(());
-        }
-        let _ = tokio::time::timeout_at(until, notified).await;
+        sub.wait_until(until).await;
         Ok(())
     }
 

@@ -1,0 +1,152 @@
+//! Waiters woken by server notifications (Redis pub/sub, PostgreSQL LISTEN/NOTIFY): one registry of channels per
+//! client connection, subscribed while at least one waiter wants a channel. Waiters compare generations, so a
+//! notification that lands between an attempt and the wait is not missed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Mutex as AsyncMutex, Notify};
+use tokio::time::Instant;
+
+/// A connection that can start and stop listening on a channel.
+pub(crate) trait Listen: Clone + Send + Sync + 'static {
+    type Error;
+    /// Starts delivering the channel's notifications to [`Channels::wake`].
+    fn listen(&self, channel: &str) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// Stops it; best effort (a closed connection listens to nothing anyway).
+    fn unlisten(&self, channel: &str) -> impl Future<Output = ()> + Send;
+}
+
+/// Notifications seen on one channel.
+#[derive(Debug, Default)]
+struct Channel {
+    generation: AtomicU64,
+    notify: Notify,
+}
+
+impl Channel {
+    fn wake(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    waiters: usize,
+    listening: bool,
+    channel: Arc<Channel>,
+}
+
+/// The channels one connection's waiters wait on.
+#[derive(Debug, Default)]
+pub(crate) struct Channels {
+    map: Mutex<HashMap<String, Entry>>,
+    // Serialises listen/unlisten so a late unlisten never undoes a newer listen.
+    order: AsyncMutex<()>,
+}
+
+impl Channels {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A notification arrived on `channel`.
+    pub(crate) fn wake(&self, channel: &str) {
+        if let Some(e) = self.map().get(channel) {
+            e.channel.wake();
+        }
+    }
+
+    /// Notifications may have been lost (a reconnect): every waiter re-checks.
+    pub(crate) fn wake_all(&self) {
+        self.map().values().for_each(|e| e.channel.wake());
+    }
+
+    /// Registers a waiter on `channel`, listening on `conn` unless it already does.
+    pub(crate) async fn subscribe<L: Listen>(
+        self: &Arc<Self>,
+        conn: &L,
+        channel: String,
+    ) -> Result<Subscription<L>, L::Error> {
+        let chan = {
+            let mut map = self.map();
+            let e = map.entry(channel.clone()).or_default();
+            e.waiters += 1;
+            e.channel.clone()
+        };
+        // Made before the await, so a failed or cancelled listen still gives the waiter count back.
+        let sub = Subscription { channels: self.clone(), conn: conn.clone(), name: channel, seen: 0, chan };
+        let _order = self.order.lock().await;
+        if !self.map().get(&sub.name).is_some_and(|e| e.listening) {
+            sub.conn.listen(&sub.name).await?;
+            if let Some(e) = self.map().get_mut(&sub.name) {
+                e.listening = true;
+            }
+        }
+        let mut sub = sub;
+        sub.mark();
+        Ok(sub)
+    }
+}
+
+/// One waiter's interest in a channel, kept in its acquire's ticket; dropping the last one unlistens.
+#[derive(Debug)]
+pub(crate) struct Subscription<L: Listen> {
+    channels: Arc<Channels>,
+    conn: L,
+    name: String,
+    chan: Arc<Channel>,
+    seen: u64,
+}
+
+impl<L: Listen> Subscription<L> {
+    /// Notes the notifications seen so far: call it right before an attempt.
+    pub(crate) fn mark(&mut self) {
+        self.seen = self.chan.generation.load(Ordering::SeqCst);
+    }
+
+    /// Resolves on the first notification since [`mark`](Self::mark), or at `until`.
+    pub(crate) async fn wait_until(&self, until: Instant) {
+        let notified = self.chan.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.chan.generation.load(Ordering::SeqCst) != self.seen {
+            return;
+        }
+        let _ = tokio::time::timeout_at(until, notified).await;
+    }
+
+    /// The connection this subscription listens on.
+    pub(crate) fn conn(&self) -> &L {
+        &self.conn
+    }
+}
+
+impl<L: Listen> Drop for Subscription<L> {
+    fn drop(&mut self) {
+        let last = {
+            let mut map = self.channels.map();
+            let left = map.get_mut(&self.name).map(|e| {
+                e.waiters -= 1;
+                e.waiters
+            });
+            if left == Some(0) {
+                map.remove(&self.name);
+            }
+            left == Some(0)
+        };
+        let Ok(handle) = tokio::runtime::Handle::try_current() else { return };
+        if !last {
+            return;
+        }
+        let (channels, conn, name) = (self.channels.clone(), self.conn.clone(), std::mem::take(&mut self.name));
+        handle.spawn(async move {
+            let _order = channels.order.lock().await;
+            if !channels.map().contains_key(&name) {
+                conn.unlisten(&name).await;
+            }
+        });
+    }
+}
