@@ -1,5 +1,6 @@
-//! Command line: `[--backend sqlite|redis|memory|all] [--seconds N] [--redis URL]`, hand-parsed to keep the
-//! benchmark's dependencies to the crates it measures.
+//! Command line: `[--backend sqlite|memory|redis|etcd|zk|postgres|redlock|all] [--seconds N] [--redis URL]
+//! [--etcd URL] [--zk URL] [--postgres URL] [--redlock URL]`, hand-parsed to keep the benchmark's dependencies to
+//! the crates it measures.
 
 use std::time::Duration;
 
@@ -11,26 +12,42 @@ pub enum Which {
     Sqlite,
     Memory,
     Redis,
+    Etcd,
+    Zk,
+    Postgres,
+    Redlock,
     All,
 }
+
+/// The backends that need a server: the flag, the environment variable that defaults it, and the URL schemes
+/// `FENCELOCK_URL` may carry to default it as well.
+pub const SERVERS: [(Which, &str, &str, &[&str]); 5] = [
+    (Which::Redis, "redis", "FENCELOCK_TEST_REDIS", &["redis://", "rediss://"]),
+    (Which::Etcd, "etcd", "FENCELOCK_TEST_ETCD", &["etcd://"]),
+    (Which::Zk, "zk", "FENCELOCK_TEST_ZK", &["zk://"]),
+    (Which::Postgres, "postgres", "FENCELOCK_TEST_POSTGRES", &["postgres://", "postgresql://"]),
+    (Which::Redlock, "redlock", "FENCELOCK_TEST_REDLOCK", &["redlock://"]),
+];
 
 #[derive(Debug)]
 pub struct Args {
     pub which: Which,
     /// Length of each timed phase (uncontended, hand-off, and the raw baselines).
     pub phase: Duration,
-    /// Redis URL; `None` when neither the flag nor the environment gives one.
-    pub redis: Option<String>,
+    /// Server URLs by backend, in the order of `SERVERS`; `None` when neither the flag nor the environment gives one.
+    urls: [Option<String>; SERVERS.len()],
 }
 
-const USAGE: &str = "usage: fencelock-bench [--backend sqlite|redis|memory|all] [--seconds N] [--redis URL]
-  --redis defaults to FENCELOCK_TEST_REDIS, else FENCELOCK_URL if it is a redis:// URL";
+const USAGE: &str = "usage: fencelock-bench [--backend sqlite|memory|redis|etcd|zk|postgres|redlock|all] [--seconds N]
+                       [--redis URL] [--etcd URL] [--zk URL] [--postgres URL] [--redlock URL]
+  each server URL defaults to FENCELOCK_TEST_<BACKEND> (REDIS, ETCD, ZK, POSTGRES, REDLOCK), else to FENCELOCK_URL
+  when it has that backend's scheme; `all` skips a server backend that has no URL";
 
 impl Args {
     pub fn parse() -> BoxResult<Args> {
         let mut which = Which::All;
         let mut secs = 3.0_f64;
-        let mut redis = None;
+        let mut urls: [Option<String>; SERVERS.len()] = Default::default();
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             if flag == "-h" || flag == "--help" {
@@ -38,16 +55,26 @@ impl Args {
                 std::process::exit(0);
             }
             let value = it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+            if let Some(i) = SERVERS.iter().position(|(_, name, _, _)| flag.strip_prefix("--") == Some(name)) {
+                urls[i] = Some(value);
+                continue;
+            }
             match flag.as_str() {
                 "--backend" => {
                     which = match value.as_str() {
                         "sqlite" => Which::Sqlite,
                         "memory" => Which::Memory,
-                        "redis" => Which::Redis,
                         "all" => Which::All,
-                        other => {
-                            return Err(format!("--backend {other:?}: expected sqlite, redis, memory or all").into());
-                        }
+                        other => match SERVERS.iter().find(|(_, name, _, _)| *name == other) {
+                            Some((w, _, _, _)) => *w,
+                            None => {
+                                return Err(format!(
+                                    "--backend {other:?}: expected sqlite, memory, redis, etcd, zk, postgres, redlock \
+                                     or all"
+                                )
+                                .into());
+                            }
+                        },
                     }
                 }
                 "--seconds" => {
@@ -56,20 +83,29 @@ impl Args {
                         return Err(format!("--seconds {value}: expected more than 0 and at most 3600").into());
                     }
                 }
-                "--redis" => redis = Some(value),
                 other => return Err(format!("unknown argument {other:?}\n{USAGE}").into()),
             }
         }
-        let redis = redis.or_else(|| env_redis("FENCELOCK_TEST_REDIS")).or_else(|| env_redis("FENCELOCK_URL"));
-        Ok(Args { which, phase: Duration::from_secs_f64(secs), redis })
+        for (url, (_, _, var, schemes)) in urls.iter_mut().zip(SERVERS) {
+            if url.is_none() {
+                *url = env_url(var, schemes).or_else(|| env_url("FENCELOCK_URL", schemes));
+            }
+        }
+        Ok(Args { which, phase: Duration::from_secs_f64(secs), urls })
     }
 
     pub fn wants(&self, w: Which) -> bool {
         self.which == w || self.which == Which::All
     }
+
+    /// The URL of a server backend, if known.
+    pub fn url(&self, w: Which) -> Option<&str> {
+        let i = SERVERS.iter().position(|(s, _, _, _)| *s == w)?;
+        self.urls[i].as_deref()
+    }
 }
 
-// FENCELOCK_URL may name any backend; only a Redis one is a default for --redis.
-fn env_redis(var: &str) -> Option<String> {
-    std::env::var(var).ok().filter(|u| u.starts_with("redis://") || u.starts_with("rediss://"))
+// FENCELOCK_URL may name any backend; only one with a matching scheme is a default.
+fn env_url(var: &str, schemes: &[&str]) -> Option<String> {
+    std::env::var(var).ok().filter(|u| schemes.iter().any(|s| u.starts_with(s)))
 }

@@ -1,5 +1,10 @@
 //! Figure 2: contended hand-off. Eight workers, each with its own `Client` (so contention crosses the backend
 //! rather than the client's local queue), take one lock, note the time, and release it at once.
+//!
+//! Arrival order: a worker books its place just before it calls `lock()` (the first `lock()` of every worker counts
+//! as one simultaneous arrival, since their requests race to the backend). An acquisition is served in arrival order
+//! when no other worker that was waiting at that moment had booked earlier; acquisitions with nobody else waiting
+//! are not judged.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,6 +30,12 @@ struct Log {
     gaps: Vec<Duration>,
     /// Gaps where the lock went to a different worker than the one that released it.
     cross: Vec<Duration>,
+    /// Per worker: the arrival number of its pending `lock()` call, if it is waiting.
+    waiting: Vec<Option<u64>>,
+    next_arrival: u64,
+    /// Acquisitions made while another worker was waiting, and how many of them went to the earliest arrival.
+    judged: u64,
+    in_order: u64,
 }
 
 type Shared = Arc<Mutex<Log>>;
@@ -37,8 +48,16 @@ fn log(shared: &Shared) -> std::sync::MutexGuard<'_, Log> {
 fn record(shared: &Shared, me: usize, got: Instant, end: Instant) -> bool {
     let mut l = log(shared);
     let prev = l.last_release.take();
+    let mine = l.waiting[me].take();
     if got >= end {
         return false;
+    }
+    let earliest_other = l.waiting.iter().flatten().min().copied();
+    if let (Some(mine), Some(other)) = (mine, earliest_other) {
+        l.judged += 1;
+        if mine <= other {
+            l.in_order += 1;
+        }
     }
     if let Some((who, released_at)) = prev {
         l.gaps.push(got - released_at);
@@ -49,6 +68,13 @@ fn record(shared: &Shared, me: usize, got: Instant, end: Instant) -> bool {
     // Taken just before release() is called: the gap includes the release round trip, as a waiter sees it.
     l.last_release = Some((me, Instant::now()));
     true
+}
+
+/// Books `me`'s place in the arrival order, just before it calls `lock()`.
+fn arrive(shared: &Shared, me: usize) {
+    let mut l = log(shared);
+    l.next_arrival += 1;
+    l.waiting[me] = Some(l.next_arrival);
 }
 
 /// One worker: lock, record the gap since the previous release started, release, repeat until `end`.
@@ -64,6 +90,7 @@ async fn worker(me: usize, client: Client, shared: Shared, end: Instant) -> BoxR
             break;
         }
         taken += 1;
+        arrive(&shared, me);
     }
     client.close().await;
     Ok(taken)
@@ -78,7 +105,8 @@ pub async fn run(url: &str, raw: &Baseline, span: Duration, targets: &Targets) -
         c.lock(NAME, &LockOptions::default()).await?.release().await?;
         clients.push(c);
     }
-    let shared = Shared::default();
+    // Every worker's first lock() is one arrival (number 0): they start together.
+    let shared = Shared::new(Mutex::new(Log { waiting: vec![Some(0); WORKERS], ..Log::default() }));
     let end = Instant::now() + span;
     let mut set = JoinSet::new();
     for (me, c) in clients.into_iter().enumerate() {
@@ -115,9 +143,16 @@ pub async fn run(url: &str, raw: &Baseline, span: Duration, targets: &Targets) -
     let fairness = min as f64 / max.max(1) as f64;
     t.plain("acquisitions/worker min / max", format!("{min} / {max}"), None);
     t.plain("fairness min/max", format!("{fairness:.2}"), Some(Target::at_least(fairness, 0.5, "min/max")));
+    let fifo = l.in_order as f64 / l.judged.max(1) as f64;
+    t.plain(
+        "served in arrival order",
+        format!("{:.1} % ({}/{})", fifo * 100.0, l.in_order, l.judged),
+        targets.fifo.then(|| Target::at_least(fifo, 1.0, "fraction")),
+    );
     t.note(format!(
         "gap = next lock() return − previous holder's instant before release(); raw RTT = p50 of {RTT_SAMPLES} × {}",
         raw.round_trip_desc()
     ));
+    t.note("arrival order = order of the workers' lock() calls; judged only when another worker was waiting");
     Ok(t)
 }

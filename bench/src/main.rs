@@ -10,12 +10,13 @@ mod procfs;
 mod report;
 mod stats;
 mod uncontended;
+mod versus;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use args::{Args, Which};
-use baseline::{Baseline, MemoryRaw, RedisRaw, SqliteRaw};
+use args::{Args, SERVERS, Which};
+use baseline::{Baseline, EtcdRaw, MemoryRaw, PostgresRaw, RedisRaw, RedlockRaw, SqliteRaw, ZkRaw};
 use report::Table;
 
 pub type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -29,6 +30,8 @@ pub struct Targets {
     pub gap_rtts: Option<f64>,
     /// Hand-off gap p50, at most.
     pub gap_abs: Option<Duration>,
+    /// Every contested hand-off goes to the worker that called `lock()` first.
+    pub fifo: bool,
 }
 
 /// One backend to measure.
@@ -92,22 +95,35 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
         };
         bench(&run, &args, &mut misses).await?;
     }
-    if args.wants(Which::Redis) {
-        match &args.redis {
-            Some(url) => {
-                let run = Run {
-                    label: "redis".into(),
-                    url: url.clone(),
-                    raw: Baseline::Redis(RedisRaw::connect(url).await?),
-                    targets: Targets { cycle_ratio: Some(0.8), gap_rtts: Some(3.0), ..Targets::default() },
-                    many: true,
-                };
-                bench(&run, &args, &mut misses).await?;
+    for (which, name, var, _) in SERVERS {
+        if !args.wants(which) {
+            continue;
+        }
+        let Some(url) = args.url(which) else {
+            if args.which == which {
+                return Err(format!("no {name} URL: pass --{name} URL or set {var}").into());
             }
-            None if args.which == Which::Redis => {
-                return Err("no Redis URL: pass --redis URL or set FENCELOCK_TEST_REDIS".into());
-            }
-            None => println!("=== redis skipped: no --redis URL and FENCELOCK_TEST_REDIS is unset ===\n"),
+            println!("=== {name} skipped: no --{name} URL and {var} is unset ===\n");
+            continue;
+        };
+        let consensus = Targets { cycle_ratio: Some(0.7), gap_rtts: Some(3.0), gap_abs: None, fifo: true };
+        let throughput = Targets { cycle_ratio: Some(0.7), ..Targets::default() };
+        let (raw, targets, many) = match which {
+            Which::Redis => (
+                Baseline::Redis(RedisRaw::connect(url).await?),
+                Targets { cycle_ratio: Some(0.8), gap_rtts: Some(3.0), ..Targets::default() },
+                true,
+            ),
+            Which::Etcd => (Baseline::Etcd(Box::new(EtcdRaw::connect(url).await?)), consensus, false),
+            Which::Zk => (Baseline::Zk(ZkRaw::connect(url).await?), consensus, false),
+            Which::Postgres => (Baseline::Postgres(PostgresRaw::connect(url).await?), throughput, false),
+            Which::Redlock => (Baseline::Redlock(RedlockRaw::connect(url).await?), throughput, false),
+            Which::Sqlite | Which::Memory | Which::All => unreachable!("not a server backend"),
+        };
+        let run = Run { label: name.into(), url: url.to_string(), raw, targets, many };
+        bench(&run, &args, &mut misses).await?;
+        if which == Which::Redlock {
+            print(&versus::run(url, args.phase).await?, &mut misses);
         }
     }
     Ok(misses)

@@ -41,13 +41,20 @@ struct Row {
 #[derive(Debug)]
 pub struct Table {
     title: String,
+    /// Headers of the two figure columns.
+    columns: [String; 2],
     rows: Vec<Row>,
     notes: Vec<String>,
 }
 
 impl Table {
     pub fn new(title: impl Into<String>) -> Table {
-        Table { title: title.into(), rows: Vec::new(), notes: Vec::new() }
+        Table::with_columns(title, "fencelock", "raw limit")
+    }
+
+    /// A table whose two figure columns compare something else than fencelock with the raw limit.
+    pub fn with_columns(title: impl Into<String>, ours: &str, theirs: &str) -> Table {
+        Table { title: title.into(), columns: [ours.into(), theirs.into()], rows: Vec::new(), notes: Vec::new() }
     }
 
     /// A figure with its raw counterpart; `ratio` is printed as given (callers choose the direction).
@@ -72,7 +79,8 @@ impl Table {
 
     pub fn render(&self) -> String {
         let mut out = format!("{}\n", self.title);
-        let _ = writeln!(out, "  {:<34} {:>14} {:>14} {:>7}  target", "figure", "fencelock", "raw limit", "ratio");
+        let [ours, theirs] = &self.columns;
+        let _ = writeln!(out, "  {:<34} {ours:>14} {theirs:>14} {:>7}  target", "figure", "ratio");
         for r in &self.rows {
             let target = r
                 .target

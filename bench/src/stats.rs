@@ -7,6 +7,9 @@ use tokio::time::Instant;
 
 use crate::BoxResult;
 
+/// Slices a timed phase that compares two things is cut into, alternating between them.
+pub const SLICES: u32 = 4;
+
 #[derive(Debug, Default)]
 pub struct Samples {
     lat: Vec<Duration>,
@@ -67,4 +70,16 @@ where
         lat.push(t.elapsed());
     }
     Ok(Samples::from_vec(lat, start.elapsed()))
+}
+
+impl Samples {
+    /// The samples of several runs as one, over their summed elapsed time.
+    pub fn merge(parts: impl IntoIterator<Item = Samples>) -> Samples {
+        let (mut lat, mut elapsed) = (Vec::new(), Duration::ZERO);
+        for p in parts {
+            lat.extend(p.lat);
+            elapsed += p.elapsed;
+        }
+        Samples::from_vec(lat, elapsed)
+    }
 }

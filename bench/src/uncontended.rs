@@ -6,7 +6,7 @@ use fencelock::{Client, LockOptions};
 
 use crate::baseline::Baseline;
 use crate::report::{Table, Target, dur, rate};
-use crate::stats::{Samples, timed};
+use crate::stats::{SLICES, Samples, timed};
 use crate::{BoxResult, Targets};
 
 const NAME: &str = "bench-uncontended";
@@ -14,26 +14,40 @@ const NAME: &str = "bench-uncontended";
 /// Warm-up cycles before timing: loads scripts, prepares statements, fills connection pools.
 const WARMUP: usize = 200;
 
-async fn fencelock_cycles(client: &Client, span: Duration) -> BoxResult<Samples> {
-    // The defaults a user gets: ttl 30 s, watchdog on.
+/// One `lock` + `release` of `NAME` with the defaults a user gets: ttl 30 s, watchdog on.
+async fn cycle(client: &Client, opts: &LockOptions) -> BoxResult<()> {
+    client.lock(NAME, opts).await?.release().await?;
+    Ok(())
+}
+
+/// The warm-up cycles.
+pub async fn warm_up(client: &Client) -> BoxResult<()> {
     let opts = LockOptions::default();
-    let cycle = || async {
-        let lease = client.lock(NAME, &opts).await?;
-        lease.release().await?;
-        Ok(())
-    };
     for _ in 0..WARMUP {
-        cycle().await?;
+        cycle(client, &opts).await?;
     }
-    timed(span, cycle).await
+    Ok(())
+}
+
+/// Cycles back to back for `span`, timed.
+pub async fn fencelock_timed(client: &Client, span: Duration) -> BoxResult<Samples> {
+    let opts = LockOptions::default();
+    timed(span, || cycle(client, &opts)).await
 }
 
 pub async fn run(url: &str, raw: &Baseline, span: Duration, targets: &Targets) -> BoxResult<Table> {
     let client = Client::connect(url).await?;
     raw.cycles(Duration::from_millis(200)).await?;
-    let base = raw.cycles(span).await?;
-    let ours = fencelock_cycles(&client, span).await?;
+    warm_up(&client).await?;
+    // Alternating slices: load from elsewhere on a shared machine falls on both sides alike.
+    let slice = span / SLICES;
+    let (mut base, mut ours) = (Vec::new(), Vec::new());
+    for _ in 0..SLICES {
+        base.push(raw.cycles(slice).await?);
+        ours.push(fencelock_timed(&client, slice).await?);
+    }
     client.close().await;
+    let (base, ours) = (Samples::merge(base), Samples::merge(ours));
 
     let mut t = Table::new(format!("1. uncontended acquire+release: 1 client, 1 task, {} s", span.as_secs_f64()));
     let ratio = ours.rate() / base.rate();
@@ -44,5 +58,6 @@ pub async fn run(url: &str, raw: &Baseline, span: Duration, targets: &Targets) -
         t.row(label, dur(a), dur(b), Some(a.as_secs_f64() / b.as_secs_f64().max(1e-12)), None);
     }
     t.note(format!("raw limit: {}; ratio = fencelock/raw for cycles/s and latencies", raw.cycle_desc()));
+    t.note(format!("{SLICES} alternating slices of {} per side", dur(slice)));
     Ok(t)
 }

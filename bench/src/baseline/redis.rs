@@ -36,21 +36,40 @@ impl RedisRaw {
         Ok(RedisRaw { conn, acquire: Script::new(ACQUIRE), release: Script::new(RELEASE) })
     }
 
+    /// One take + compare-and-delete of `key`.
+    pub async fn cycle(&self, key: &str) -> BoxResult<()> {
+        let took = self.take(key).await?;
+        let freed = self.free(key).await?;
+        if !(took && freed) {
+            return Err(
+                format!("raw Redis cycle on {key}: took={took} freed={freed}; is someone else using it?").into()
+            );
+        }
+        Ok(())
+    }
+
+    /// The first half of `cycle`: whether `key` was taken. A clone of the manager per call, as fencelock does: it
+    /// is a handle to one multiplexed connection.
+    pub async fn take(&self, key: &str) -> BoxResult<bool> {
+        let took: i64 =
+            self.acquire.key(key).arg("raw-holder").arg(30_000).invoke_async(&mut self.conn.clone()).await?;
+        Ok(took == 1)
+    }
+
+    /// The second half of `cycle`: whether `key` was ours and is deleted.
+    pub async fn free(&self, key: &str) -> BoxResult<bool> {
+        let freed: i64 = self.release.key(key).arg("raw-holder").invoke_async(&mut self.conn.clone()).await?;
+        Ok(freed == 1)
+    }
+
     pub async fn cycles(&self, span: Duration) -> BoxResult<Samples> {
-        timed(span, || async {
-            // A clone per call, as fencelock does: the manager is a handle to one multiplexed connection.
-            let took: i64 =
-                self.acquire.key(KEY).arg("raw-holder").arg(30_000).invoke_async(&mut self.conn.clone()).await?;
-            let freed: i64 = self.release.key(KEY).arg("raw-holder").invoke_async(&mut self.conn.clone()).await?;
-            if took != 1 || freed != 1 {
-                return Err(format!(
-                    "raw Redis cycle on {KEY}: acquire={took} release={freed}; is someone else using it?"
-                )
-                .into());
-            }
-            Ok(())
-        })
-        .await
+        timed(span, || self.cycle(KEY)).await
+    }
+
+    /// One `PING`.
+    pub async fn ping(&self) -> BoxResult<()> {
+        let _: String = redis::cmd("PING").query_async(&mut self.conn.clone()).await?;
+        Ok(())
     }
 
     pub async fn round_trips(&self, n: usize) -> BoxResult<Samples> {
@@ -58,7 +77,7 @@ impl RedisRaw {
         let mut lat = Vec::with_capacity(n);
         for _ in 0..n {
             let t = Instant::now();
-            let _: String = redis::cmd("PING").query_async(&mut self.conn.clone()).await?;
+            self.ping().await?;
             lat.push(t.elapsed());
         }
         Ok(Samples::from_vec(lat, start.elapsed()))
