@@ -268,10 +268,15 @@ impl Run {
 async fn run_backend(label: &str, url: String, unreachable: Option<&str>) {
     let probe = Client::connect(&url).await.unwrap_or_else(|e| panic!("{label}: cannot connect to {url}: {e}"));
     let caps = probe.capability();
-    let flags: Vec<&str> = [("fencing", caps.fencing), ("native_wait", caps.native_wait), ("fair", caps.fair), ("session_bound", caps.session_bound)]
-        .into_iter()
-        .filter_map(|(n, on)| on.then_some(n))
-        .collect();
+    let flags: Vec<&str> = [
+        ("fencing", caps.fencing),
+        ("native_wait", caps.native_wait),
+        ("fair", caps.fair),
+        ("session_bound", caps.session_bound),
+    ]
+    .into_iter()
+    .filter_map(|(n, on)| on.then_some(n))
+    .collect();
     let mut failures = Vec::new();
     let mut row = Vec::new();
     for sc in scenarios() {
