@@ -1,0 +1,207 @@
+//! `Client`: connect, lock, try_lock, fence, inspect, force_release, close — each blocking (GIL released,
+//! interruptible) and as an asyncio awaitable (`*_async`).
+
+use fencelock::{Client, LockInfo, Result};
+use pyo3::prelude::*;
+
+use crate::error::to_py;
+use crate::fence::PyFence;
+use crate::fork::ForkLocal;
+use crate::lease::PyLease;
+use crate::options::{client_options, lock_options};
+use crate::runtime::{awaitable, wait};
+
+/// `inspect` as a tuple: `(holder, remaining seconds, last token)`.
+type Info = (Option<String>, Option<f64>, Option<u64>);
+
+fn info(i: LockInfo) -> Info {
+    (i.holder, i.remaining.map(|d| d.as_secs_f64()), i.last_token)
+}
+
+async fn open(url: Option<String>, connect_timeout: Option<f64>, request_timeout: Option<f64>) -> Result<PyClient> {
+    let opts = client_options(connect_timeout, request_timeout)?;
+    let url = url.unwrap_or_else(fencelock::default_url);
+    let client = Client::connect_with(&url, &opts).await?;
+    Ok(PyClient { client: ForkLocal::new(client) })
+}
+
+/// Connects to `url` (`FENCELOCK_URL`, else `sqlite:fencelock.db`, if `None`). Timeouts in seconds.
+#[pyfunction]
+#[pyo3(signature = (url, connect_timeout, request_timeout))]
+pub(crate) fn connect(
+    py: Python<'_>,
+    url: Option<String>,
+    connect_timeout: Option<f64>,
+    request_timeout: Option<f64>,
+) -> PyResult<PyClient> {
+    wait(py, open(url, connect_timeout, request_timeout))
+}
+
+/// `connect` as an awaitable.
+#[pyfunction]
+#[pyo3(signature = (url, connect_timeout, request_timeout))]
+pub(crate) fn connect_async(
+    py: Python<'_>,
+    url: Option<String>,
+    connect_timeout: Option<f64>,
+    request_timeout: Option<f64>,
+) -> PyResult<Bound<'_, PyAny>> {
+    awaitable(py, open(url, connect_timeout, request_timeout))
+}
+
+/// The URL `connect(None)` uses.
+#[pyfunction]
+pub(crate) fn default_url() -> String {
+    fencelock::default_url()
+}
+
+/// A connection to one lock backend.
+#[pyclass(frozen, name = "Client", module = "fencelock._native")]
+pub(crate) struct PyClient {
+    client: ForkLocal<Client>,
+}
+
+impl PyClient {
+    fn get(&self, py: Python<'_>) -> PyResult<Client> {
+        self.client.get().cloned().map_err(|e| to_py(py, e))
+    }
+}
+
+async fn acquire(
+    client: Client,
+    name: String,
+    opts: Result<fencelock::LockOptions>,
+    once: bool,
+) -> Result<Option<PyLease>> {
+    let opts = opts?;
+    let lease = if once { client.try_lock(&name, &opts).await? } else { Some(client.lock(&name, &opts).await?) };
+    Ok(lease.map(PyLease::new))
+}
+
+#[pymethods]
+impl PyClient {
+    /// This client's id (the first half of every holder id it writes).
+    #[getter]
+    fn id(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(self.get(py)?.id().to_string())
+    }
+
+    /// The backend URL without secrets.
+    #[getter]
+    fn url(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(self.get(py)?.url().to_string())
+    }
+
+    /// `(fencing, native_wait, fair, session_bound)`.
+    fn capability(&self, py: Python<'_>) -> PyResult<(bool, bool, bool, bool)> {
+        let c = self.get(py)?.capability();
+        Ok((c.fencing, c.native_wait, c.fair, c.session_bound))
+    }
+
+    /// Lock names this client holds or queues for locally.
+    fn local_entries(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.get(py)?.local_entries())
+    }
+
+    /// Takes `name`, waiting up to `timeout` seconds (`None`: forever).
+    fn lock(
+        &self,
+        py: Python<'_>,
+        name: String,
+        ttl: f64,
+        timeout: Option<f64>,
+        watchdog: bool,
+        owner: Option<String>,
+    ) -> PyResult<PyLease> {
+        let (client, opts) = (self.get(py)?, lock_options(ttl, timeout, watchdog, owner));
+        let lease = wait(py, acquire(client, name, opts, false))?;
+        Ok(lease.expect("a waiting acquire returns a lease or an error"))
+    }
+
+    /// `lock` as an awaitable.
+    fn lock_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        ttl: f64,
+        timeout: Option<f64>,
+        watchdog: bool,
+        owner: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (client, opts) = (self.get(py)?, lock_options(ttl, timeout, watchdog, owner));
+        awaitable(py, async move { Ok(acquire(client, name, opts, false).await?.expect("a lease or an error")) })
+    }
+
+    /// One attempt: the lease, or `None` if another holds `name`.
+    fn try_lock(
+        &self,
+        py: Python<'_>,
+        name: String,
+        ttl: f64,
+        watchdog: bool,
+        owner: Option<String>,
+    ) -> PyResult<Option<PyLease>> {
+        let (client, opts) = (self.get(py)?, lock_options(ttl, None, watchdog, owner));
+        wait(py, acquire(client, name, opts, true))
+    }
+
+    /// `try_lock` as an awaitable.
+    fn try_lock_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        ttl: f64,
+        watchdog: bool,
+        owner: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (client, opts) = (self.get(py)?, lock_options(ttl, None, watchdog, owner));
+        awaitable(py, acquire(client, name, opts, true))
+    }
+
+    /// The fenced register `resource` in this client's backend.
+    fn fence(&self, py: Python<'_>, resource: &str) -> PyResult<PyFence> {
+        Ok(PyFence::new(self.get(py)?.fence(resource)))
+    }
+
+    /// `(holder, remaining seconds, last token)` of `name`.
+    fn inspect(&self, py: Python<'_>, name: String) -> PyResult<Info> {
+        let client = self.get(py)?;
+        wait(py, async move { client.inspect(&name).await.map(info) })
+    }
+
+    /// `inspect` as an awaitable.
+    fn inspect_async<'py>(&self, py: Python<'py>, name: String) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.get(py)?;
+        awaitable(py, async move { client.inspect(&name).await.map(info) })
+    }
+
+    /// Deletes the record of `name` whoever holds it; whether there was one.
+    fn force_release(&self, py: Python<'_>, name: String) -> PyResult<bool> {
+        let client = self.get(py)?;
+        wait(py, async move { client.force_release(&name).await })
+    }
+
+    /// `force_release` as an awaitable.
+    fn force_release_async<'py>(&self, py: Python<'py>, name: String) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.get(py)?;
+        awaitable(py, async move { client.force_release(&name).await })
+    }
+
+    /// Releases every lease of this client and closes its connections.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let client = self.get(py)?;
+        wait(py, async move {
+            client.close().await;
+            Ok(())
+        })
+    }
+
+    /// `close` as an awaitable.
+    fn close_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.get(py)?;
+        awaitable(py, async move {
+            client.close().await;
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,42 @@
+//! Core errors → Python exceptions. The class for each code lives in ONE table in `fencelock/errors.py`, which
+//! registers a factory here at import; this side only passes the code (DESIGN.md §5) and the message.
+
+use std::sync::OnceLock;
+
+use fencelock::{Error, ErrorKind};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(
+    _native,
+    NativeError,
+    PyException,
+    "A fencelock error as `(code, message)`, raised only before `fencelock.errors` registers its factory."
+);
+
+static FACTORY: OnceLock<Py<PyAny>> = OnceLock::new();
+
+/// Registers `factory(code: int, message: str) -> BaseException`, which builds the exception raised for an error.
+/// The first registration wins.
+#[pyfunction]
+pub(crate) fn set_error_factory(factory: Py<PyAny>) {
+    let _ = FACTORY.set(factory);
+}
+
+/// The Python exception for a core error, built by the registered factory.
+pub(crate) fn to_py(py: Python<'_>, err: Error) -> PyErr {
+    let (code, message) = (err.kind().code(), err.message().to_string());
+    match FACTORY.get() {
+        Some(factory) => match factory.call1(py, (code, message)) {
+            Ok(exc) => PyErr::from_value(exc.into_bound(py)),
+            Err(e) => e,
+        },
+        None => NativeError::new_err((code, message)),
+    }
+}
+
+/// An `InvalidArgument` error, for values the core never sees (negative durations, non-finite floats).
+pub(crate) fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidArgument, message)
+}

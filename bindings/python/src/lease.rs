@@ -1,0 +1,165 @@
+//! `Lease`: fence token, renew, release and the lost signal (wait for it, blocking or awaitable, or register a
+//! callback).
+
+use std::sync::Arc;
+
+use fencelock::Lease;
+use pyo3::prelude::*;
+use tokio::sync::watch;
+
+use crate::error::to_py;
+use crate::fork::ForkLocal;
+use crate::options::seconds;
+use crate::runtime::{awaitable, wait};
+
+/// A held lock.
+#[pyclass(frozen, name = "Lease", module = "fencelock._native")]
+pub(crate) struct PyLease {
+    lease: ForkLocal<Arc<Lease>>,
+    // Set when this lease is released or collected: `on_lost` tasks stop waiting then, as no loss can follow.
+    done: watch::Sender<bool>,
+    // Readable whatever happens to the lease (after release, in a forked child).
+    name: String,
+    fence: u64,
+    holder: String,
+}
+
+impl PyLease {
+    pub(crate) fn new(lease: Lease) -> Self {
+        PyLease {
+            name: lease.name().to_string(),
+            fence: lease.fence(),
+            holder: lease.holder().to_string(),
+            lease: ForkLocal::new(Arc::new(lease)),
+            done: watch::Sender::new(false),
+        }
+    }
+
+    fn get(&self, py: Python<'_>) -> PyResult<Arc<Lease>> {
+        self.lease.get().cloned().map_err(|e| to_py(py, e))
+    }
+}
+
+impl Drop for PyLease {
+    fn drop(&mut self) {
+        self.done.send_replace(true);
+    }
+}
+
+#[pymethods]
+impl PyLease {
+    /// The lock name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The fencing token (readable after release).
+    #[getter]
+    fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// The holder id written to the backend, `<client uuid>:<owner>`.
+    #[getter]
+    fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// Seconds left before the lease's validity ends unless renewed.
+    fn remaining(&self, py: Python<'_>) -> PyResult<f64> {
+        Ok(self.get(py)?.remaining().as_secs_f64())
+    }
+
+    /// Whether the lease is still ours by our own clock.
+    fn is_valid(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.get(py)?.is_valid())
+    }
+
+    /// Whether the lost signal has fired.
+    fn is_lost(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.get(py)?.is_lost())
+    }
+
+    /// Extends the lease to `ttl` seconds from now (its current TTL if `None`).
+    fn renew(&self, py: Python<'_>, ttl: Option<f64>) -> PyResult<()> {
+        let lease = self.get(py)?;
+        wait(py, async move { lease.renew(ttl.map(|t| seconds("ttl", t)).transpose()?).await })
+    }
+
+    /// `renew` as an awaitable.
+    fn renew_async<'py>(&self, py: Python<'py>, ttl: Option<f64>) -> PyResult<Bound<'py, PyAny>> {
+        let lease = self.get(py)?;
+        awaitable(py, async move { lease.renew(ttl.map(|t| seconds("ttl", t)).transpose()?).await })
+    }
+
+    /// Releases this hold.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        let lease = self.get(py)?;
+        let result = wait(py, async move { lease.release().await });
+        self.done.send_replace(true);
+        result
+    }
+
+    /// `release` as an awaitable.
+    fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lease = self.get(py)?;
+        let done = self.done.clone();
+        awaitable(py, async move {
+            let result = lease.release().await;
+            done.send_replace(true);
+            result
+        })
+    }
+
+    /// Blocks until the lease is lost or `timeout` seconds pass (`None`: no limit); whether it was lost.
+    fn wait_lost(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let lease = self.get(py)?;
+        let timeout = timeout.map(|t| seconds("timeout", t)).transpose().map_err(|e| to_py(py, e))?;
+        let lost = lease.lost();
+        wait(py, async move {
+            Ok(match timeout {
+                Some(t) => tokio::time::timeout(t, lost).await.is_ok(),
+                None => {
+                    lost.await;
+                    true
+                }
+            })
+        })
+    }
+
+    /// Resolves when the lease is lost (never, if it is released first).
+    fn wait_lost_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lost = self.get(py)?.lost();
+        awaitable(py, async move {
+            lost.await;
+            Ok(())
+        })
+    }
+
+    /// Calls `callback()` once, on a runtime thread with the GIL, when the lease is lost; never if it is released
+    /// first. The Python layer hands it on to a thread or event loop of its own.
+    fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
+        let lost = self.get(py)?.lost();
+        let mut done = self.done.subscribe();
+        fencelock_bridge::spawn(async move {
+            tokio::select! {
+                biased; // a loss that came before the release still counts
+                () = lost => {
+                    // The GIL may be busy: wait for it on a blocking-pool thread, not a worker.
+                    let _ = tokio::task::spawn_blocking(move || {
+                        Python::attach(|py| {
+                            if let Err(e) = callback.call0(py) {
+                                e.write_unraisable(py, Some(callback.bind(py)));
+                            }
+                        })
+                    })
+                    .await;
+                }
+                () = async { drop(done.wait_for(|d| *d).await) } => {}
+            }
+        })
+        .map_err(|e| to_py(py, e))?;
+        Ok(())
+    }
+}

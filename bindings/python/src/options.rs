@@ -1,0 +1,42 @@
+//! Python option values → core options: durations are float seconds (DESIGN.md §4).
+
+use std::time::Duration;
+
+use fencelock::{ClientOptions, LockOptions, Result};
+
+use crate::error::invalid;
+
+/// `secs` seconds as a `Duration`; `InvalidArgument` naming `what` if negative, NaN or too large.
+pub(crate) fn seconds(what: &str, secs: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| invalid(format!("{what} must be a finite number of seconds ≥ 0, got {secs}")))
+}
+
+/// The options of one `lock`/`try_lock` call.
+pub(crate) fn lock_options(
+    ttl: f64,
+    timeout: Option<f64>,
+    watchdog: bool,
+    owner: Option<String>,
+) -> Result<LockOptions> {
+    let mut opts = LockOptions::default().ttl(seconds("ttl", ttl)?).watchdog(watchdog);
+    if let Some(t) = timeout {
+        opts = opts.timeout(seconds("timeout", t)?);
+    }
+    if let Some(owner) = owner {
+        opts = opts.owner(owner);
+    }
+    Ok(opts)
+}
+
+/// The options of `connect`; `None` keeps the core default.
+pub(crate) fn client_options(connect_timeout: Option<f64>, request_timeout: Option<f64>) -> Result<ClientOptions> {
+    let mut opts = ClientOptions::default();
+    if let Some(t) = connect_timeout {
+        opts = opts.connect_timeout(seconds("connect_timeout", t)?);
+    }
+    if let Some(t) = request_timeout {
+        opts = opts.request_timeout(seconds("request_timeout", t)?);
+    }
+    Ok(opts)
+}

@@ -1,0 +1,156 @@
+//! Waiting for core futures from Python, on the bridge's one runtime (no runtime of our own: the bridge's is
+//! rebuilt after `fork()`, TOOLCHAIN.md gotchas 4, 6 and 7).
+//!
+//! - [`wait`]: blocking calls. The future runs as a task; the caller waits in short slices with the GIL released and
+//!   checks for signals between them, so Ctrl-C interrupts a `lock()` promptly. On an exception the task is aborted;
+//!   core futures are cancel-safe, so an interrupted acquire leaves no lock behind.
+//! - [`awaitable`]: asyncio. pyo3-async-runtimes' generic adapter over [`BridgeRuntime`]; cancelling the asyncio future
+//!   drops the Rust future, with the same cancel safety.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use fencelock::{Error, ErrorKind};
+use pyo3::IntoPyObjectExt;
+use pyo3::prelude::*;
+use pyo3_async_runtimes::TaskLocals;
+use pyo3_async_runtimes::generic::{self, ContextExt, JoinError, Runtime};
+
+use crate::error::to_py;
+
+/// How long a blocking call waits without checking for signals.
+const SLICE: Duration = Duration::from_millis(50);
+
+fn lost_task() -> Error {
+    Error::new(ErrorKind::Internal, "a fencelock task ended without a result (a panic: a bug)")
+}
+
+/// Aborts the task when the caller stops waiting for it.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs `fut` on the shared runtime and blocks until it ends, without the GIL, checking for signals every 50 ms.
+pub(crate) fn wait<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
+where
+    F: Future<Output = fencelock::Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let (tx, mut rx) = mpsc::sync_channel(1);
+    let task = fencelock_bridge::spawn(async move {
+        let _ = tx.send(fut.await);
+    })
+    .map_err(|e| to_py(py, e))?;
+    // On an early return (a signal handler raised), dropping this aborts the task; a result it already sent is
+    // dropped with the channel, and a dropped Lease releases itself in the background.
+    let _task = AbortOnDrop(task);
+    loop {
+        let rx = &mut rx;
+        match py.detach(move || rx.recv_timeout(SLICE)) {
+            Ok(result) => return result.map_err(|e| to_py(py, e)),
+            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(to_py(py, lost_task())),
+        }
+    }
+}
+
+/// A core result on its way to asyncio: converted to a Python value, or to the mapped exception, under the GIL.
+pub(crate) struct Outcome<T>(fencelock::Result<T>);
+
+impl<'py, T: IntoPyObject<'py>> IntoPyObject<'py> for Outcome<T> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.0 {
+            Ok(v) => v.into_bound_py_any(py),
+            Err(e) => Err(to_py(py, e)),
+        }
+    }
+}
+
+/// An asyncio awaitable for `fut`, run on the shared runtime.
+pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = fencelock::Result<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    // Build the runtime now, so that BridgeRuntime::spawn cannot fail.
+    fencelock_bridge::handle().map_err(|e| to_py(py, e))?;
+    generic::future_into_py::<BridgeRuntime, _, _>(py, async move { Ok(Outcome(fut.await)) })
+}
+
+/// pyo3-async-runtimes' view of the bridge runtime.
+pub(crate) struct BridgeRuntime;
+
+/// A finished task's failure, for pyo3-async-runtimes.
+pub(crate) struct TaskFailure(tokio::task::JoinError);
+
+impl JoinError for TaskFailure {
+    fn is_panic(&self) -> bool {
+        self.0.is_panic()
+    }
+
+    fn into_panic(self) -> Box<dyn std::any::Any + Send + 'static> {
+        self.0.into_panic()
+    }
+}
+
+/// The handle of a spawned task, for pyo3-async-runtimes.
+pub(crate) struct Joined(tokio::task::JoinHandle<()>);
+
+impl Future for Joined {
+    type Output = Result<(), TaskFailure>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx).map(|r| r.map_err(TaskFailure))
+    }
+}
+
+fn runtime() -> tokio::runtime::Handle {
+    // `awaitable` built it first; a failure here means the process cannot start threads at all.
+    fencelock_bridge::handle().expect("the fencelock runtime was built before use")
+}
+
+impl Runtime for BridgeRuntime {
+    type JoinError = TaskFailure;
+    type JoinHandle = Joined;
+
+    fn spawn<F>(fut: F) -> Joined
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        Joined(runtime().spawn(fut))
+    }
+
+    fn spawn_blocking<F>(f: F) -> Joined
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        Joined(runtime().spawn_blocking(f))
+    }
+}
+
+tokio::task_local! {
+    static LOCALS: TaskLocals;
+}
+
+impl ContextExt for BridgeRuntime {
+    fn scope<F, R>(locals: TaskLocals, fut: F) -> Pin<Box<dyn Future<Output = R> + Send>>
+    where
+        F: Future<Output = R> + Send + 'static,
+    {
+        Box::pin(LOCALS.scope(locals, fut))
+    }
+
+    fn get_task_locals() -> Option<TaskLocals> {
+        LOCALS.try_with(TaskLocals::clone).ok()
+    }
+}

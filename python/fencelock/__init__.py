@@ -1,0 +1,400 @@
+"""fencelock: distributed locks with fencing tokens, over SQLite, PostgreSQL, Redis, Redlock, etcd and ZooKeeper.
+
+One Rust core implements every algorithm; this package is its Python face (DESIGN.md §4)::
+
+    import fencelock
+
+    client = fencelock.connect("redis://127.0.0.1:6379")   # None: $FENCELOCK_URL, else sqlite:fencelock.db
+    with client.lock("orders", ttl=10.0, timeout=5.0) as lease:
+        client.fence("orders-table").write(lease.fence, b"new state")   # a stale holder's write is rejected
+
+Every blocking call releases the GIL while it waits and can be interrupted with Ctrl-C. The same API for asyncio is
+:mod:`fencelock.aio`. Errors are :class:`LockError` subclasses (:mod:`fencelock.errors`).
+"""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+from typing import Any, Callable, List, Optional, Tuple, Type
+
+from . import _native
+from ._common import DEFAULT_TTL, Capability, LockInfo, capability, lock_info
+from .errors import (
+    Cancelled,
+    Closed,
+    ErrorKind,
+    Fenced,
+    Internal,
+    InvalidArgument,
+    LockError,
+    LockLost,
+    NotHeld,
+    Timeout,
+    Unavailable,
+    Unsupported,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_TTL",
+    "Capability",
+    "Cancelled",
+    "Client",
+    "Closed",
+    "ErrorKind",
+    "Fence",
+    "Fenced",
+    "Internal",
+    "InvalidArgument",
+    "Lease",
+    "LockError",
+    "LockInfo",
+    "LockLost",
+    "LostSignal",
+    "Mutex",
+    "NotHeld",
+    "Timeout",
+    "Unavailable",
+    "Unsupported",
+    "connect",
+    "default_url",
+    "thread_owner",
+]
+
+
+def thread_owner() -> str:
+    """The default reentrancy owner of sync calls: the current thread, ``thread-<threading.get_ident()>``."""
+    return f"thread-{threading.get_ident()}"
+
+
+def default_url() -> str:
+    """The URL :func:`connect` uses when given none: ``$FENCELOCK_URL``, else ``sqlite:fencelock.db``."""
+    return _native.default_url()
+
+
+def connect(
+    url: Optional[str] = None, *, connect_timeout: Optional[float] = None, request_timeout: Optional[float] = None
+) -> Client:
+    """Connects to the backend ``url`` names (``sqlite:PATH``, ``redis://…``, ``etcd://…``, …; see the README).
+
+    With no URL: ``$FENCELOCK_URL``, else the embedded SQLite file ``fencelock.db`` in the working directory.
+    ``connect_timeout`` and ``request_timeout`` are seconds (default 5 each). Raises :class:`InvalidArgument` for a
+    bad URL and :class:`Unavailable` if the backend cannot be reached.
+    """
+    return Client(_native.connect(url, connect_timeout, request_timeout))
+
+
+class Client:
+    """A connection to one lock backend. Thread-safe: share one per process. Use :func:`connect` to make one.
+
+    Usable as a context manager that closes it.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.Client) -> None:
+        self._native = native
+
+    @property
+    def id(self) -> str:
+        """This client's id: the first half of every holder id it writes (``<client id>:<owner>``)."""
+        return self._native.id
+
+    @property
+    def url(self) -> str:
+        """The backend URL, without secrets."""
+        return self._native.url
+
+    def capability(self) -> Capability:
+        """What the backend can do (fencing, native wake-ups, fair order, session-bound leases)."""
+        return capability(self._native.capability())
+
+    def lock(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        timeout: Optional[float] = None,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+    ) -> Lease:
+        """Takes the lock ``name``, waiting up to ``timeout`` seconds (``None``: forever) while another holds it.
+
+        ``ttl``: seconds the backend keeps the lease without a renewal. ``watchdog``: renew every ttl/3 until
+        released. ``owner``: reentrancy key; by default the current thread, so a thread that locks a name it already
+        holds on this client gets the same grant (and token) back, and the lock is free after its last release.
+        Raises :class:`Timeout` if the lock stays taken. Use the lease as a context manager to release it.
+        """
+        return Lease(self._native.lock(name, ttl, timeout, watchdog, owner or thread_owner()))
+
+    def try_lock(
+        self, name: str, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None
+    ) -> Optional[Lease]:
+        """One attempt to take ``name``: the lease, or ``None`` if another holds it. Options as for :meth:`lock`."""
+        native = self._native.try_lock(name, ttl, watchdog, owner or thread_owner())
+        return None if native is None else Lease(native)
+
+    def mutex(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+    ) -> Mutex:
+        """A :class:`Mutex` on ``name`` with the interface of :class:`threading.Lock` (``with mutex:``)."""
+        return Mutex(self, name, ttl, watchdog, owner)
+
+    def fence(self, resource: str) -> Fence:
+        """The fenced register ``resource``, stored in this client's backend."""
+        return Fence(self._native.fence(resource))
+
+    def inspect(self, name: str) -> LockInfo:
+        """Who holds ``name`` per the backend, for how long, and the last token handed out."""
+        return lock_info(self._native.inspect(name))
+
+    def force_release(self, name: str) -> bool:
+        """Deletes the record of ``name`` whoever holds it (an operator's tool); whether there was one.
+
+        The holder's lease is lost at its next renewal; fencing tokens keep rising.
+        """
+        return self._native.force_release(name)
+
+    def local_entries(self) -> int:
+        """Lock names this client holds or queues for locally (0 when idle)."""
+        return self._native.local_entries()
+
+    def close(self) -> None:
+        """Releases every lease this client holds and closes its connections. Later calls raise :class:`Closed`."""
+        self._native.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<fencelock.Client {self.url}>"
+
+
+class LostSignal:
+    """Set when a lease is lost, like a :class:`threading.Event` you can only read (``lease.lost``)."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.Lease) -> None:
+        self._native = native
+
+    def is_set(self) -> bool:
+        """Whether the lease has been lost."""
+        return self._native.is_lost()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Blocks until the lease is lost or ``timeout`` seconds pass; whether it was lost.
+
+        Never returns ``True`` for a lease released before it was lost. Releases the GIL; Ctrl-C interrupts it.
+        """
+        return self._native.wait_lost(timeout)
+
+    def __repr__(self) -> str:
+        return f"<fencelock.LostSignal {'set' if self.is_set() else 'unset'}>"
+
+
+class Lease:
+    """A held lock: its fencing token, renewal, release and loss signal.
+
+    A context manager that releases it: ``with client.lock("x") as lease:``. Any thread may renew or release it.
+    """
+
+    __slots__ = ("_native", "_released", "lost")
+
+    def __init__(self, native: _native.Lease) -> None:
+        self._native = native
+        self._released = False
+        self.lost = LostSignal(native)
+        """Set when the lease is lost: expired, taken, or not renewed in time (see :class:`LostSignal`)."""
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._native.name
+
+    @property
+    def fence(self) -> int:
+        """The fencing token: larger than every earlier grant's on this lock and backend. Readable after release."""
+        return self._native.fence
+
+    @property
+    def holder(self) -> str:
+        """The holder id written to the backend, ``<client id>:<owner>``."""
+        return self._native.holder
+
+    @property
+    def remaining(self) -> float:
+        """Seconds left before the lease's validity ends unless renewed (the watchdog renews it)."""
+        return self._native.remaining()
+
+    @property
+    def valid(self) -> bool:
+        """Whether the lease is still ours by our own clock: not released, not lost, validity not passed."""
+        return self._native.is_valid()
+
+    def renew(self, ttl: Optional[float] = None) -> None:
+        """Extends the lease to ``ttl`` seconds from now (its current TTL if ``None``).
+
+        Raises :class:`LockLost` if it is no longer ours, :class:`NotHeld` after release.
+        """
+        self._native.renew(ttl)
+
+    def release(self) -> None:
+        """Releases this hold (the lock is free once every reentrant hold is released).
+
+        Raises :class:`NotHeld` if already released, :class:`LockLost` if the lock was lost while held: the critical
+        section was then not protected.
+        """
+        self._released = True
+        self._native.release()
+
+    def on_lost(self, callback: Callable[[], Any]) -> None:
+        """Calls ``callback()`` once, on a new thread, when the lease is lost; never if it is released first.
+
+        The callback is kept until the lease is lost or released.
+        """
+        thread_name = f"fencelock-lost-{self.name}"  # not `self`: a pending callback must not keep the lease alive
+
+        def start() -> None:
+            threading.Thread(target=callback, name=thread_name, daemon=True).start()
+
+        self._native.on_lost(start)
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if self._released:
+            return
+        if exc_type is None:
+            self.release()
+            return
+        # The body's exception is what the caller needs to see; a failed release must not replace it.
+        try:
+            self.release()
+        except LockError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<fencelock.Lease {self.name!r} fence={self.fence}>"
+
+
+class Fence:
+    """A fenced register on the resource side: it rejects writes whose token is older than one it accepted."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.Fence) -> None:
+        self._native = native
+
+    @property
+    def resource(self) -> str:
+        """The resource name."""
+        return self._native.resource
+
+    def write(self, token: int, value: bytes) -> None:
+        """Stores ``value`` if ``token`` ≥ the highest token accepted so far (raising it); :class:`Fenced` if older."""
+        if token < 0:
+            raise InvalidArgument(f"fence {self.resource!r}: token must be ≥ 0, got {token}")
+        self._native.write(token, bytes(value))
+
+    def read(self) -> Tuple[int, bytes]:
+        """``(token, value)``: the highest accepted token and its value; ``(0, b"")`` if never written."""
+        return self._native.read()
+
+    def __repr__(self) -> str:
+        return f"<fencelock.Fence {self.resource!r}>"
+
+
+class Mutex:
+    """A lock with the interface of :class:`threading.Lock`, for code written for one: ``with mutex:``,
+    ``acquire(blocking=True, timeout=-1)``, ``release()``, ``locked()``.
+
+    Unlike :class:`threading.Lock` it is reentrant per owner (the current thread by default), like every fencelock
+    lock, and ``locked()`` asks the backend whether anyone holds the name.
+    """
+
+    def __init__(self, client: Client, name: str, ttl: float, watchdog: bool, owner: Optional[str]) -> None:
+        self._client = client
+        self._name = name
+        self._ttl = ttl
+        self._watchdog = watchdog
+        self._owner = owner
+        self._leases: List[Lease] = []
+        self._guard = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._name
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Takes the lock; whether it did. ``blocking=False``: one attempt. ``timeout`` seconds, -1: forever."""
+        if not blocking:
+            if timeout != -1:
+                raise ValueError("can't specify a timeout for a non-blocking call")
+            lease = self._client.try_lock(self._name, self._ttl, self._watchdog, self._owner)
+            if lease is None:
+                return False
+        else:
+            if timeout < 0 and timeout != -1:
+                raise ValueError("timeout value must be a non-negative number")
+            try:
+                lease = self._client.lock(
+                    self._name, self._ttl, None if timeout == -1 else timeout, self._watchdog, self._owner
+                )
+            except Timeout:
+                return False
+        with self._guard:
+            self._leases.append(lease)
+        return True
+
+    def release(self) -> None:
+        """Releases the most recent hold. :class:`RuntimeError` if this mutex holds nothing, as threading does."""
+        with self._guard:
+            if not self._leases:
+                raise RuntimeError("release unlocked lock")
+            lease = self._leases.pop()
+        lease.release()
+
+    def locked(self) -> bool:
+        """Whether anyone holds the name, per the backend."""
+        return self._client.inspect(self._name).holder is not None
+
+    @property
+    def fence(self) -> Optional[int]:
+        """The fencing token of the current hold, if this mutex holds the lock."""
+        with self._guard:
+            return self._leases[-1].fence if self._leases else None
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"<fencelock.Mutex {self._name!r}>"

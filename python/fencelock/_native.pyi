@@ -1,0 +1,111 @@
+"""Type stubs of the native module (bindings/python). Private: use the ``fencelock`` package."""
+
+from typing import Any, Awaitable, Callable, Optional, Tuple
+
+DEFAULT_TTL: float
+MAX_NAME_BYTES: int
+
+class NativeError(Exception):
+    """A fencelock error as ``(code, message)``, raised only before ``fencelock.errors`` registers its factory."""
+
+def set_error_factory(factory: Callable[[int, str], BaseException], /) -> None:
+    """Registers the function that builds the exception for an error code and message."""
+
+def connect(url: Optional[str], connect_timeout: Optional[float], request_timeout: Optional[float]) -> Client:
+    """Connects to ``url`` (the default URL if ``None``)."""
+
+def connect_async(
+    url: Optional[str], connect_timeout: Optional[float], request_timeout: Optional[float]
+) -> Awaitable[Client]:
+    """``connect`` as an awaitable."""
+
+def default_url() -> str:
+    """The URL ``connect(None)`` uses."""
+
+class Client:
+    """A connection to one lock backend."""
+
+    @property
+    def id(self) -> str:
+        """This client's id."""
+    @property
+    def url(self) -> str:
+        """The backend URL without secrets."""
+    def capability(self) -> Tuple[bool, bool, bool, bool]:
+        """``(fencing, native_wait, fair, session_bound)``."""
+    def local_entries(self) -> int:
+        """Lock names this client holds or queues for locally."""
+    def lock(self, name: str, ttl: float, timeout: Optional[float], watchdog: bool, owner: Optional[str]) -> Lease:
+        """Takes ``name``, waiting up to ``timeout`` seconds."""
+    def lock_async(
+        self, name: str, ttl: float, timeout: Optional[float], watchdog: bool, owner: Optional[str]
+    ) -> Awaitable[Lease]:
+        """``lock`` as an awaitable."""
+    def try_lock(self, name: str, ttl: float, watchdog: bool, owner: Optional[str]) -> Optional[Lease]:
+        """One attempt."""
+    def try_lock_async(
+        self, name: str, ttl: float, watchdog: bool, owner: Optional[str]
+    ) -> Awaitable[Optional[Lease]]:
+        """``try_lock`` as an awaitable."""
+    def fence(self, resource: str) -> Fence:
+        """The fenced register ``resource``."""
+    def inspect(self, name: str) -> Tuple[Optional[str], Optional[float], Optional[int]]:
+        """``(holder, remaining seconds, last token)``."""
+    def inspect_async(self, name: str) -> Awaitable[Tuple[Optional[str], Optional[float], Optional[int]]]:
+        """``inspect`` as an awaitable."""
+    def force_release(self, name: str) -> bool:
+        """Deletes the record whoever holds it."""
+    def force_release_async(self, name: str) -> Awaitable[bool]:
+        """``force_release`` as an awaitable."""
+    def close(self) -> None:
+        """Releases every lease and closes the connections."""
+    def close_async(self) -> Awaitable[None]:
+        """``close`` as an awaitable."""
+
+class Lease:
+    """A held lock."""
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+    @property
+    def fence(self) -> int:
+        """The fencing token."""
+    @property
+    def holder(self) -> str:
+        """The holder id."""
+    def remaining(self) -> float:
+        """Seconds of validity left."""
+    def is_valid(self) -> bool:
+        """Whether the lease is still ours by our own clock."""
+    def is_lost(self) -> bool:
+        """Whether the lost signal has fired."""
+    def renew(self, ttl: Optional[float]) -> None:
+        """Extends the lease."""
+    def renew_async(self, ttl: Optional[float]) -> Awaitable[None]:
+        """``renew`` as an awaitable."""
+    def release(self) -> None:
+        """Releases this hold."""
+    def release_async(self) -> Awaitable[None]:
+        """``release`` as an awaitable."""
+    def wait_lost(self, timeout: Optional[float]) -> bool:
+        """Blocks until lost or ``timeout``; whether it was lost."""
+    def wait_lost_async(self) -> Awaitable[None]:
+        """Resolves when the lease is lost."""
+    def on_lost(self, callback: Callable[[], Any]) -> None:
+        """Calls ``callback()`` once on a runtime thread when the lease is lost."""
+
+class Fence:
+    """A fenced register."""
+
+    @property
+    def resource(self) -> str:
+        """The resource name."""
+    def write(self, token: int, value: bytes) -> None:
+        """Stores ``value`` if ``token`` is not older than the newest accepted."""
+    def write_async(self, token: int, value: bytes) -> Awaitable[None]:
+        """``write`` as an awaitable."""
+    def read(self) -> Tuple[int, bytes]:
+        """``(token, value)``."""
+    def read_async(self) -> Awaitable[Tuple[int, bytes]]:
+        """``read`` as an awaitable."""

@@ -1,0 +1,323 @@
+"""fencelock for asyncio: the API of :mod:`fencelock` with coroutines.
+
+``connect``, ``lock``, ``try_lock``, ``renew``, ``release`` and the fence's ``write``/``read`` are ``async def``, so
+they work with ``create_task``, ``wait_for``, ``asyncio.timeout`` and ``TaskGroup``. Cancelling an awaiting ``lock``
+leaves no lock and no queue entry behind::
+
+    import fencelock.aio
+
+    client = await fencelock.aio.connect("redis://127.0.0.1:6379")
+    async with await client.lock("orders", timeout=5.0) as lease:
+        await client.fence("orders-table").write(lease.fence, b"new state")
+
+    async with client.mutex("orders"):      # or: acquire and release in one ``async with``
+        ...
+
+The default reentrancy owner is the current task. The event loop never blocks: the work runs on fencelock's own
+threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Any, Callable, List, Optional, Tuple, Type
+
+from . import _native
+from ._common import DEFAULT_TTL, Capability, LockInfo, capability, lock_info
+from .errors import InvalidArgument, LockError, Timeout
+
+__all__ = ["Client", "Fence", "Lease", "LostSignal", "Mutex", "connect", "task_owner"]
+
+
+def task_owner() -> str:
+    """The default reentrancy owner in asyncio: the current task, ``task-<id(asyncio.current_task())>``."""
+    return f"task-{id(asyncio.current_task())}"
+
+
+async def connect(
+    url: Optional[str] = None, *, connect_timeout: Optional[float] = None, request_timeout: Optional[float] = None
+) -> Client:
+    """Connects to the backend ``url`` names; see :func:`fencelock.connect`."""
+    return Client(await _native.connect_async(url, connect_timeout, request_timeout))
+
+
+class Client:
+    """A connection to one lock backend (asyncio). Use :func:`connect` to make one; ``async with`` closes it."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.Client) -> None:
+        self._native = native
+
+    @property
+    def id(self) -> str:
+        """This client's id: the first half of every holder id it writes."""
+        return self._native.id
+
+    @property
+    def url(self) -> str:
+        """The backend URL, without secrets."""
+        return self._native.url
+
+    def capability(self) -> Capability:
+        """What the backend can do."""
+        return capability(self._native.capability())
+
+    async def lock(
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        timeout: Optional[float] = None,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+    ) -> Lease:
+        """Takes ``name``, waiting up to ``timeout`` seconds (``None``: forever); see :meth:`fencelock.Client.lock`.
+
+        The default owner is the current task. Raises :class:`~fencelock.Timeout` if the lock stays taken.
+        """
+        return Lease(await self._native.lock_async(name, ttl, timeout, watchdog, owner or task_owner()))
+
+    async def try_lock(
+        self, name: str, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None
+    ) -> Optional[Lease]:
+        """One attempt to take ``name``: the lease, or ``None`` if another holds it."""
+        native = await self._native.try_lock_async(name, ttl, watchdog, owner or task_owner())
+        return None if native is None else Lease(native)
+
+    def mutex(
+        self, name: str, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None
+    ) -> Mutex:
+        """A :class:`Mutex` on ``name``: ``async with client.mutex("x"):`` takes and releases it."""
+        return Mutex(self, name, ttl, watchdog, owner)
+
+    def fence(self, resource: str) -> Fence:
+        """The fenced register ``resource``, stored in this client's backend."""
+        return Fence(self._native.fence(resource))
+
+    async def inspect(self, name: str) -> LockInfo:
+        """Who holds ``name`` per the backend, for how long, and the last token handed out."""
+        return lock_info(await self._native.inspect_async(name))
+
+    async def force_release(self, name: str) -> bool:
+        """Deletes the record of ``name`` whoever holds it (an operator's tool); whether there was one."""
+        return await self._native.force_release_async(name)
+
+    def local_entries(self) -> int:
+        """Lock names this client holds or queues for locally (0 when idle)."""
+        return self._native.local_entries()
+
+    async def close(self) -> None:
+        """Releases every lease this client holds and closes its connections."""
+        await self._native.close_async()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<fencelock.aio.Client {self.url}>"
+
+
+class LostSignal:
+    """Set when a lease is lost, like an :class:`asyncio.Event` you can only read (``lease.lost``)."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.Lease) -> None:
+        self._native = native
+
+    def is_set(self) -> bool:
+        """Whether the lease has been lost."""
+        return self._native.is_lost()
+
+    async def wait(self, timeout: Optional[float] = None) -> bool:
+        """Waits until the lease is lost or ``timeout`` seconds pass; whether it was lost."""
+        try:
+            await asyncio.wait_for(self._native.wait_lost_async(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"<fencelock.aio.LostSignal {'set' if self.is_set() else 'unset'}>"
+
+
+class Lease:
+    """A held lock (asyncio): ``async with await client.lock("x") as lease:`` releases it at the end."""
+
+    __slots__ = ("_native", "_released", "lost")
+
+    def __init__(self, native: _native.Lease) -> None:
+        self._native = native
+        self._released = False
+        self.lost = LostSignal(native)
+        """Set when the lease is lost (see :class:`LostSignal`)."""
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._native.name
+
+    @property
+    def fence(self) -> int:
+        """The fencing token. Readable after release."""
+        return self._native.fence
+
+    @property
+    def holder(self) -> str:
+        """The holder id written to the backend, ``<client id>:<owner>``."""
+        return self._native.holder
+
+    @property
+    def remaining(self) -> float:
+        """Seconds left before the lease's validity ends unless renewed."""
+        return self._native.remaining()
+
+    @property
+    def valid(self) -> bool:
+        """Whether the lease is still ours by our own clock."""
+        return self._native.is_valid()
+
+    async def renew(self, ttl: Optional[float] = None) -> None:
+        """Extends the lease to ``ttl`` seconds from now (its current TTL if ``None``)."""
+        await self._native.renew_async(ttl)
+
+    async def release(self) -> None:
+        """Releases this hold; see :meth:`fencelock.Lease.release`."""
+        self._released = True
+        await self._native.release_async()
+
+    def on_lost(self, callback: Callable[[], Any]) -> None:
+        """Calls ``callback()`` once, on the running event loop, when the lease is lost; never if it is released first.
+
+        The callback is kept until the lease is lost or released.
+        """
+        loop = asyncio.get_running_loop()
+
+        def schedule() -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(callback)
+
+        self._native.on_lost(schedule)
+
+    async def __aenter__(self) -> Lease:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if self._released:
+            return
+        if exc_type is None:
+            await self.release()
+            return
+        try:
+            await self.release()
+        except LockError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<fencelock.aio.Lease {self.name!r} fence={self.fence}>"
+
+
+class Fence:
+    """A fenced register (asyncio); see :class:`fencelock.Fence`."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.Fence) -> None:
+        self._native = native
+
+    @property
+    def resource(self) -> str:
+        """The resource name."""
+        return self._native.resource
+
+    async def write(self, token: int, value: bytes) -> None:
+        """Stores ``value`` if ``token`` ≥ the highest token accepted so far; :class:`~fencelock.Fenced` if older."""
+        if token < 0:
+            raise InvalidArgument(f"fence {self.resource!r}: token must be ≥ 0, got {token}")
+        await self._native.write_async(token, bytes(value))
+
+    async def read(self) -> Tuple[int, bytes]:
+        """``(token, value)``: the highest accepted token and its value; ``(0, b"")`` if never written."""
+        return await self._native.read_async()
+
+    def __repr__(self) -> str:
+        return f"<fencelock.aio.Fence {self.resource!r}>"
+
+
+class Mutex:
+    """``async with client.mutex("x"):`` — takes the lock on entry and releases it on exit.
+
+    Also ``await acquire(blocking=True, timeout=None)`` → bool, ``await release()``, ``await locked()``. Reentrant
+    per owner (the current task by default).
+    """
+
+    def __init__(self, client: Client, name: str, ttl: float, watchdog: bool, owner: Optional[str]) -> None:
+        self._client = client
+        self._name = name
+        self._ttl = ttl
+        self._watchdog = watchdog
+        self._owner = owner
+        self._leases: List[Lease] = []
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._name
+
+    async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """Takes the lock; whether it did. ``blocking=False``: one attempt; ``timeout`` seconds, ``None``: forever."""
+        if not blocking:
+            lease = await self._client.try_lock(self._name, self._ttl, self._watchdog, self._owner)
+            if lease is None:
+                return False
+        else:
+            try:
+                lease = await self._client.lock(self._name, self._ttl, timeout, self._watchdog, self._owner)
+            except Timeout:
+                return False
+        self._leases.append(lease)
+        return True
+
+    async def release(self) -> None:
+        """Releases the most recent hold. :class:`RuntimeError` if this mutex holds nothing."""
+        if not self._leases:
+            raise RuntimeError("release unlocked lock")
+        await self._leases.pop().release()
+
+    async def locked(self) -> bool:
+        """Whether anyone holds the name, per the backend."""
+        return (await self._client.inspect(self._name)).holder is not None
+
+    @property
+    def fence(self) -> Optional[int]:
+        """The fencing token of the current hold, if this mutex holds the lock."""
+        return self._leases[-1].fence if self._leases else None
+
+    async def __aenter__(self) -> Mutex:
+        await self.acquire()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await self.release()
+
+    def __repr__(self) -> str:
+        return f"<fencelock.aio.Mutex {self._name!r}>"
