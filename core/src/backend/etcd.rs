@@ -213,6 +213,17 @@ impl EtcdBackend {
         Ok((mine, owner))
     }
 
+    /// For a queued key: the owner's create revision if our key still has revision `rev`, in a read-only Txn (a
+    /// linearizable read, not a raft write like `enqueue`). `None` if our key is gone and must be queued again.
+    async fn recheck(&self, name: &str, key: &str, rev: i64) -> Result<Option<i64>, EtcdError> {
+        let prefix = prefix_of(name);
+        let txn = Txn::new()
+            .when([Compare::create_revision(key, CompareOp::Equal, rev)])
+            .and_then([TxnOp::get(prefix.as_str(), Some(first_created()))]);
+        let resp = self.rpc.kv.clone().txn(txn).await?;
+        Ok(resp.succeeded().then(|| range(&resp, 0).first().map_or(0, KeyValue::create_revision)))
+    }
+
     /// The lease session a grant's key rides on, if this client still keeps it alive.
     async fn session_of(&self, grant: &Grant) -> Option<(String, Arc<Session>)> {
         let key = grant.key.clone()?;
@@ -300,7 +311,15 @@ impl Backend for EtcdBackend {
                 )));
             }
             let queued = ticket.as_mut().and_then(|t| t.get_mut::<Queued>()).expect("the ticket was just set");
-            let (mine, owner) = match self.enqueue(&req.name, &key, session.id).await {
+            let known = match queued.rev {
+                0 => None,
+                rev => self.recheck(&req.name, &key, rev).await.map_err(|e| self.err(e))?.map(|owner| (rev, owner)),
+            };
+            let enqueued = match known {
+                Some(revs) => Ok(revs),
+                None => self.enqueue(&req.name, &key, session.id).await,
+            };
+            let (mine, owner) = match enqueued {
                 Ok(revs) => revs,
                 // The lease expired under us (keepalives cut off): forget it and queue again on a fresh one, once.
                 Err(e) if is_lease_not_found(&e) && !renewed_lease => {
