@@ -88,6 +88,7 @@ main() {
     stage build cargo build --workspace --all-targets
     stage test cargo test --workspace --no-fail-fast
     stage python python/run-tests.sh
+    stage node node/run-tests.sh
     stage c ffi/tests/run.sh
     if have_cargo_tool clippy; then
         stage clippy cargo clippy --workspace --all-targets -- -D warnings

@@ -1,6 +1,7 @@
 //! What every fencelock binding shares, so none of them re-invents it (DESIGN.md §1, TOOLCHAIN.md gotchas 4 and 7):
 //!
 //! - [`handle`]: one lazily built multi-thread tokio runtime per process, rebuilt in a `fork()`ed child;
+//!   [`build_for_host`] hands it to a host that must own it (napi-rs), keeping only its handle;
 //! - [`block_on`] for blocking callers (C, JNI, sync Python) and [`spawn`] for async ones;
 //! - [`status_code`]: the one mapping from core errors to the numeric codes of DESIGN.md §5;
 //! - [`catch_panic`]: a panic becomes an `Internal` error instead of unwinding into a host language.
@@ -10,5 +11,5 @@ mod runtime;
 mod status;
 
 pub use panic::catch_panic;
-pub use runtime::{THREADS_ENV, block_on, handle, on_runtime_thread, spawn, worker_threads};
+pub use runtime::{THREADS_ENV, block_on, build_for_host, handle, on_runtime_thread, spawn, worker_threads};
 pub use status::{STATUS_BUSY, STATUS_OK, status_code};

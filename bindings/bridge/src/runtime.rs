@@ -17,7 +17,10 @@ const DEFAULT_THREADS: usize = 2;
 /// (so leak checkers see no lost block) but never uses it.
 struct Built {
     pid: u32,
-    runtime: Runtime,
+    handle: Handle,
+    // `None` when a host owns the runtime (see `build_for_host`).
+    #[expect(dead_code, reason = "only keeps the runtime alive")]
+    runtime: Option<Runtime>,
     #[expect(dead_code, reason = "only keeps the parent's runtime reachable")]
     prev: *mut Built,
 }
@@ -39,6 +42,20 @@ fn threads_from(value: Option<&str>) -> usize {
 
 /// The shared runtime's handle, building the runtime on first use in this process.
 pub fn handle() -> Result<Handle> {
+    install(false).map(|(handle, _)| handle)
+}
+
+/// Builds this process's shared runtime for a host that insists on owning it, and keeps only its handle. napi-rs is
+/// such a host: `create_custom_tokio_runtime` takes the `Runtime` by value (TOOLCHAIN.md gotcha 5), and only then
+/// do its `async fn`s run on the same runtime as [`handle`] and [`spawn`]. `None` if this process already has one.
+/// The host decides when the runtime shuts down (napi: when Node exits); fencelock calls after that fail.
+pub fn build_for_host() -> Result<Option<Runtime>> {
+    install(true).map(|(_, runtime)| runtime)
+}
+
+/// The handle of this process's runtime, building it if needed; with `for_host`, a runtime built here is handed back
+/// instead of kept.
+fn install(for_host: bool) -> Result<(Handle, Option<Runtime>)> {
     let pid = std::process::id();
     loop {
         let cur = CURRENT.load(Ordering::Acquire);
@@ -46,7 +63,7 @@ pub fn handle() -> Result<Handle> {
         if let Some(built) = unsafe { cur.as_ref() }
             && built.pid == pid
         {
-            return Ok(built.runtime.handle().clone());
+            return Ok((built.handle.clone(), None));
         }
         let building = BUILDING.load(Ordering::Acquire);
         if building == pid {
@@ -65,9 +82,10 @@ pub fn handle() -> Result<Handle> {
             }
         };
         let handle = runtime.handle().clone();
-        let entry = Box::into_raw(Box::new(Built { pid, runtime, prev: cur }));
+        let (kept, given) = if for_host { (None, Some(runtime)) } else { (Some(runtime), None) };
+        let entry = Box::into_raw(Box::new(Built { pid, handle: handle.clone(), runtime: kept, prev: cur }));
         CURRENT.store(entry, Ordering::Release);
-        return Ok(handle);
+        return Ok((handle, given));
     }
 }
 
@@ -131,6 +149,16 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(name.starts_with("fencelock-worker-"), "{name}");
+    }
+
+    #[test]
+    fn a_host_owned_runtime_is_the_shared_one() {
+        // Other tests in this process may have built the runtime first; then there is nothing to hand over.
+        if let Some(rt) = build_for_host().unwrap() {
+            assert_eq!(rt.handle().id(), handle().unwrap().id());
+            Box::leak(Box::new(rt)); // the "host" keeps it for the other tests
+        }
+        assert!(build_for_host().unwrap().is_none());
     }
 
     #[test]

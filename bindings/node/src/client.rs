@@ -1,0 +1,167 @@
+//! `Client` for JS: connect, lock (cancellable), tryLock, fence, inspect, forceRelease, close.
+
+use std::fmt;
+use std::sync::Arc;
+
+use fencelock::Client;
+use napi::bindgen_prelude::{BigInt, Env, PromiseRaw, Result};
+use napi_derive::napi;
+use tokio::sync::watch;
+
+use crate::cancel;
+use crate::error::joined;
+use crate::fence::NativeFence;
+use crate::lease::NativeLease;
+use crate::options::{LockOpts, lock_options};
+use crate::runtime::{spawn_promise, spawn_task};
+
+/// Connects to `url` (see the README for the schemes).
+#[napi]
+pub fn connect(env: &Env, url: String) -> Result<PromiseRaw<'_, NativeClient>> {
+    spawn_promise(env, async move { Client::connect(&url).await.map(NativeClient::new) })
+}
+
+/// Connects to `FENCELOCK_URL`, else the SQLite file `fencelock.db` in the working directory.
+#[napi]
+pub fn connect_default(env: &Env) -> Result<PromiseRaw<'_, NativeClient>> {
+    spawn_promise(env, async move { Client::connect_default().await.map(NativeClient::new) })
+}
+
+/// What the backend can do.
+#[napi(object)]
+#[derive(Debug)]
+pub struct Capability {
+    pub fencing: bool,
+    pub native_wait: bool,
+    pub fair: bool,
+    pub session_bound: bool,
+}
+
+/// What `inspect` finds about a lock.
+#[napi(object)]
+#[derive(Debug)]
+pub struct LockInfo {
+    pub holder: Option<String>,
+    pub remaining_ms: Option<f64>,
+    pub last_token: Option<BigInt>,
+}
+
+/// A connection to one lock backend.
+#[napi]
+pub struct NativeClient {
+    client: Client,
+    // Set on close, so lost-signal watchers of this client's leases end.
+    closed: Arc<watch::Sender<bool>>,
+}
+
+impl fmt::Debug for NativeClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NativeClient").field("url", &self.client.url()).finish()
+    }
+}
+
+impl NativeClient {
+    fn new(client: Client) -> Self {
+        NativeClient { client, closed: Arc::new(watch::Sender::new(false)) }
+    }
+}
+
+#[napi]
+impl NativeClient {
+    /// The backend URL without secrets.
+    #[napi(getter)]
+    pub fn url(&self) -> String {
+        self.client.url().to_string()
+    }
+
+    /// This client's id, the first half of every holder id it writes.
+    #[napi(getter)]
+    pub fn id(&self) -> String {
+        self.client.id().to_string()
+    }
+
+    #[napi]
+    pub fn capability(&self) -> Capability {
+        let c = self.client.capability();
+        Capability { fencing: c.fencing, native_wait: c.native_wait, fair: c.fair, session_bound: c.session_bound }
+    }
+
+    /// Takes `name`, waiting up to `timeoutMs`; `cancel(cancelId)` aborts the wait and leaves no lock behind.
+    #[napi]
+    pub fn lock<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        opts: Option<LockOpts>,
+        cancel_id: Option<u32>,
+    ) -> Result<PromiseRaw<'env, NativeLease>> {
+        let (client, closed) = (self.client.clone(), self.closed.subscribe());
+        let opts = lock_options(opts)?;
+        let task = spawn_task(async move { client.lock(&name, &opts).await })?;
+        let registered = cancel::register(cancel_id, task.abort_handle());
+        env.spawn_future(async move {
+            let lease = joined(task.await, "lock")?;
+            drop(registered);
+            Ok(NativeLease::new(lease, closed))
+        })
+    }
+
+    /// One attempt: the lease, or null if someone else holds `name`.
+    #[napi]
+    pub fn try_lock<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        opts: Option<LockOpts>,
+    ) -> Result<PromiseRaw<'env, Option<NativeLease>>> {
+        let (client, closed) = (self.client.clone(), self.closed.subscribe());
+        let opts = lock_options(opts)?;
+        spawn_promise(env, async move {
+            Ok(client.try_lock(&name, &opts).await?.map(|lease| NativeLease::new(lease, closed)))
+        })
+    }
+
+    /// The fenced register `resource`, stored in this client's backend.
+    #[napi]
+    pub fn fence(&self, resource: String) -> NativeFence {
+        NativeFence::new(self.client.fence(&resource))
+    }
+
+    /// Who holds `name`, for how long, and the last token handed out.
+    #[napi]
+    pub fn inspect<'env>(&self, env: &'env Env, name: String) -> Result<PromiseRaw<'env, LockInfo>> {
+        let client = self.client.clone();
+        spawn_promise(env, async move {
+            let info = client.inspect(&name).await?;
+            Ok(LockInfo {
+                holder: info.holder,
+                remaining_ms: info.remaining.map(|d| d.as_secs_f64() * 1000.0),
+                last_token: info.last_token.map(BigInt::from),
+            })
+        })
+    }
+
+    /// Deletes the record of `name` whoever holds it (an operator's tool); true if there was one.
+    #[napi]
+    pub fn force_release<'env>(&self, env: &'env Env, name: String) -> Result<PromiseRaw<'env, bool>> {
+        let client = self.client.clone();
+        spawn_promise(env, async move { client.force_release(&name).await })
+    }
+
+    /// Number of lock names this client holds or queues for locally.
+    #[napi]
+    pub fn local_entries(&self) -> u32 {
+        self.client.local_entries() as u32
+    }
+
+    /// Releases every lease, waits for background cleanups and closes the connections.
+    #[napi]
+    pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
+        let (client, closed) = (self.client.clone(), self.closed.clone());
+        spawn_promise(env, async move {
+            client.close().await;
+            closed.send_replace(true);
+            Ok(())
+        })
+    }
+}

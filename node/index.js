@@ -1,0 +1,326 @@
+'use strict';
+// fencelock for Node: a thin wrapper over the native addon (bindings/node). Every method returns a Promise and
+// reports failure by rejecting it with a LockError; the Node idioms (AbortSignal, withLock, lease.signal,
+// Symbol.asyncDispose) live here, the lock semantics in the Rust core.
+
+const { EventEmitter } = require('node:events');
+const native = require('./native.js');
+const { CODES, LockError, fromNative, invalid } = require('./errors.js');
+
+/** The error codes, as `ErrorCode.TIMEOUT === 'TIMEOUT'`. */
+const ErrorCode = Object.freeze(Object.fromEntries(CODES.map((c) => [c, c])));
+
+let nextCancelId = 0;
+function cancelId() {
+  nextCancelId = (nextCancelId + 1) % 0x1_0000_0000 || 1;
+  return nextCancelId;
+}
+
+function describe(v) {
+  if (v === null) return 'null';
+  if (typeof v === 'string') return JSON.stringify(v);
+  if (typeof v === 'bigint') return `${v}n`;
+  return typeof v === 'object' || typeof v === 'function' ? typeof v : String(v);
+}
+
+function checkName(what, name) {
+  if (typeof name !== 'string') throw invalid(`${what} must be a string, got ${describe(name)}`);
+}
+
+function checkMs(what, v, { infinite = false } = {}) {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || Number.isNaN(v) || v < 0 || (!infinite && !Number.isFinite(v))) {
+    throw invalid(`${what} must be a non-negative number of milliseconds, got ${describe(v)}`);
+  }
+  return v;
+}
+
+/** `{ ttlMs, timeoutMs, watchdog, owner }` checked and copied for the addon; `signal` is returned apart. */
+function lockOptions(options) {
+  if (options === undefined || options === null) return { opts: {}, signal: undefined };
+  if (typeof options !== 'object') throw invalid(`options must be an object, got ${describe(options)}`);
+  const { ttlMs, timeoutMs, watchdog, owner, signal } = options;
+  const opts = {};
+  if (checkMs('ttlMs', ttlMs) !== undefined) opts.ttlMs = ttlMs;
+  if (checkMs('timeoutMs', timeoutMs, { infinite: true }) !== undefined) opts.timeoutMs = timeoutMs;
+  if (watchdog !== undefined && watchdog !== null) {
+    if (typeof watchdog !== 'boolean') throw invalid(`watchdog must be a boolean, got ${describe(watchdog)}`);
+    opts.watchdog = watchdog;
+  }
+  if (owner !== undefined && owner !== null) {
+    if (typeof owner !== 'string') throw invalid(`owner must be a string, got ${describe(owner)}`);
+    opts.owner = owner;
+  }
+  if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
+    throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`);
+  }
+  return { opts, signal: signal ?? undefined };
+}
+
+function cancelled(name, signal) {
+  return new LockError('CANCELLED', `lock ${JSON.stringify(name)}: cancelled by its AbortSignal`, {
+    cause: signal.reason,
+  });
+}
+
+/** Runs `fn`, turning whatever it throws (synchronously or not) into a rejected LockError. */
+async function guard(fn) {
+  try {
+    return await fn();
+  } catch (e) {
+    throw fromNative(e);
+  }
+}
+
+/**
+ * Connects to `url` (redis://, redlock://, etcd://, zk://, postgres://, sqlite:, memory://); with no URL,
+ * `FENCELOCK_URL`, else the SQLite file `fencelock.db` in the working directory.
+ */
+function connect(url) {
+  return guard(async () => {
+    if (url !== undefined && url !== null && typeof url !== 'string') {
+      throw invalid(`url must be a string, got ${describe(url)}`);
+    }
+    return new Client(await (url == null ? native.connectDefault() : native.connect(url)));
+  });
+}
+
+class Client {
+  #n;
+
+  /** @internal Use `connect()`. */
+  constructor(n) {
+    this.#n = n;
+  }
+
+  /** The backend URL, without secrets. */
+  get url() {
+    return this.#n.url;
+  }
+
+  /** What the backend can do: `{ fencing, nativeWait, fair, sessionBound }`. */
+  get capability() {
+    return this.#n.capability();
+  }
+
+  /** Number of lock names this client holds or queues for locally (0 when idle: nothing leaks). */
+  get localEntries() {
+    return this.#n.localEntries();
+  }
+
+  /** Takes `name`, waiting up to `timeoutMs` (forever by default); `signal` aborts the wait, leaving no lock. */
+  lock(name, options) {
+    return guard(async () => {
+      checkName('name', name);
+      const { opts, signal } = lockOptions(options);
+      if (!signal) return new Lease(await this.#n.lock(name, opts));
+      if (signal.aborted) throw cancelled(name, signal);
+      const id = cancelId();
+      const onAbort = () => native.cancel(id);
+      signal.addEventListener('abort', onAbort, { once: true });
+      let n;
+      try {
+        n = await this.#n.lock(name, opts, id);
+      } catch (e) {
+        const err = fromNative(e);
+        throw err.code === 'CANCELLED' ? cancelled(name, signal) : err;
+      } finally {
+        signal.removeEventListener('abort', onAbort);
+      }
+      if (signal.aborted) {
+        // Acquired just as the signal fired: the caller asked for no lock, so give it back.
+        await n.release().catch(() => {});
+        throw cancelled(name, signal);
+      }
+      return new Lease(n);
+    });
+  }
+
+  /** One attempt: the Lease, or null if someone else holds `name`. */
+  tryLock(name, options) {
+    return guard(async () => {
+      checkName('name', name);
+      const { opts, signal } = lockOptions(options);
+      if (signal && signal.aborted) throw cancelled(name, signal);
+      const n = await this.#n.tryLock(name, opts);
+      return n ? new Lease(n) : null;
+    });
+  }
+
+  /** Runs `fn(lease)` holding `name` and releases it afterwards, whatever `fn` does. Resolves to what `fn` returns. */
+  async withLock(name, options, fn) {
+    if (typeof options === 'function' && fn === undefined) [options, fn] = [undefined, options];
+    if (typeof fn !== 'function') throw invalid(`withLock needs a function, got ${describe(fn)}`);
+    const lease = await this.lock(name, options);
+    let result;
+    try {
+      result = await fn(lease);
+    } catch (e) {
+      await lease.release().catch(() => {}); // fn's own error is the one to report, unchanged
+      throw e;
+    }
+    // A failed release (LOCK_LOST: the section ran unprotected) is reported even though fn succeeded.
+    await lease.release();
+    return result;
+  }
+
+  /** The fenced register `resource` in this client's backend. */
+  fence(resource) {
+    return new Fence(this.#n, resource);
+  }
+
+  /** Who holds `name`: `{ holder, remainingMs, lastToken }` (null/undefined when free or unknown). */
+  inspect(name) {
+    return guard(async () => {
+      checkName('name', name);
+      return await this.#n.inspect(name);
+    });
+  }
+
+  /** Deletes the record of `name` whoever holds it (an operator's tool); resolves to whether there was one. */
+  forceRelease(name) {
+    return guard(async () => {
+      checkName('name', name);
+      return await this.#n.forceRelease(name);
+    });
+  }
+
+  /** Releases every lease this client holds and closes its connections. Later calls reject with CLOSED. */
+  close() {
+    return guard(() => this.#n.close());
+  }
+}
+
+class Lease extends EventEmitter {
+  #n;
+  #controller = null;
+  #watching = false;
+  #lostError = null;
+  #released = false;
+
+  /** @internal Returned by `client.lock` / `client.tryLock`. */
+  constructor(n) {
+    super();
+    this.#n = n;
+    /** The lock name. */
+    this.name = n.name;
+    /** The fencing token: larger than every earlier grant's on this lock; readable after release. */
+    this.fence = n.fence;
+    this.on('newListener', (event) => {
+      if (event === 'lost') this.#watch();
+    });
+  }
+
+  /** An AbortSignal aborted (with a LOCK_LOST LockError as its reason) when the lease is lost. */
+  get signal() {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#lostError) this.#controller.abort(this.#lostError);
+    }
+    this.#watch();
+    return this.#controller.signal;
+  }
+
+  /** `<client uuid>:<owner>`, as written into the backend record. */
+  get holder() {
+    return this.#n.holder;
+  }
+
+  /** Not released, not lost, and within its validity by our clock. */
+  get valid() {
+    return this.#n.isValid();
+  }
+
+  /** Milliseconds of validity left unless renewed. */
+  get remainingMs() {
+    return this.#n.remainingMs();
+  }
+
+  /** Extends the lease to `ttlMs` from now (its current TTL if omitted). */
+  renew(ttlMs) {
+    return guard(async () => {
+      checkMs('ttlMs', ttlMs);
+      return await this.#n.renew(ttlMs ?? undefined);
+    });
+  }
+
+  /** Releases the lease. NOT_HELD if already released; LOCK_LOST if it was lost while held. */
+  release() {
+    this.#released = true;
+    return guard(() => this.#n.release());
+  }
+
+  /** Whether `release()` was called. */
+  get released() {
+    return this.#released;
+  }
+
+  #watch() {
+    if (this.#watching) return;
+    this.#watching = true;
+    if (this.#n.isLost()) {
+      process.nextTick(() => this.#lost('LOCK_LOST: lock ' + JSON.stringify(this.name) + ': the lease was lost'));
+      return;
+    }
+    this.#n.onLost((reason) => this.#lost(reason));
+  }
+
+  #lost(reason) {
+    if (this.#lostError) return;
+    this.#lostError = fromNative(new Error(reason));
+    if (this.#controller) this.#controller.abort(this.#lostError);
+    this.emit('lost', this.#lostError);
+  }
+}
+
+if (typeof Symbol.asyncDispose === 'symbol') {
+  // `await using lease = await client.lock(…)`: released at the end of the block unless released already.
+  Object.defineProperty(Lease.prototype, Symbol.asyncDispose, {
+    value: async function dispose() {
+      if (!this.released) await this.release();
+    },
+    configurable: true,
+    writable: true,
+  });
+}
+
+class Fence {
+  #n;
+  #resource;
+
+  /** @internal Use `client.fence(resource)`. */
+  constructor(client, resource) {
+    this.#n = client;
+    this.#resource = resource;
+  }
+
+  get resource() {
+    return this.#resource;
+  }
+
+  #native() {
+    checkName('resource', this.#resource);
+    return this.#n.fence(this.#resource);
+  }
+
+  /** Stores `value` if `token` ≥ the highest token accepted so far; rejects with FENCED if it is older. */
+  write(token, value) {
+    return guard(async () => {
+      if (typeof token === 'number' && Number.isSafeInteger(token) && token >= 0) token = BigInt(token);
+      if (typeof token !== 'bigint' || token < 0n || token >= 1n << 64n) {
+        throw invalid(`token must be a bigint in 0..2^64, got ${describe(token)}`);
+      }
+      if (typeof value === 'string') value = Buffer.from(value);
+      else if (value instanceof Uint8Array && !Buffer.isBuffer(value)) value = Buffer.from(value);
+      else if (!Buffer.isBuffer(value)) throw invalid(`value must be a Buffer, got ${describe(value)}`);
+      return await this.#native().write(token.toString(), value);
+    });
+  }
+
+  /** The highest accepted token and its value: `{ token: bigint, value: Buffer }` (`0n` and empty if never written). */
+  read() {
+    return guard(() => this.#native().read());
+  }
+}
+
+module.exports = { connect, Client, Lease, Fence, LockError, ErrorCode };

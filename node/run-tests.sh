@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The node stage of scripts/test.sh: build the addon from source (debug, the workspace target dir, so core compiles
+# once), run the node:test suites, type-check the TypeScript example, then pack the package, install the tarball into
+# a scratch project in a temp dir and run the examples there (no Rust toolchain involved past the pack).
+set -euo pipefail
+
+NODE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$NODE_DIR/.." && pwd)
+cd "$NODE_DIR"
+
+# npm ci: exactly the lockfile's @napi-rs/cli and typescript, from the npm registry.
+npm ci --no-audit --no-fund
+npm run build
+node --test test/conformance.mjs test/api.test.mjs test/process.test.mjs
+npm run typecheck
+
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/fencelock-node-pack.XXXXXX")
+trap 'rm -rf "$SCRATCH"' EXIT
+tarball=$(npm pack --silent --pack-destination "$SCRATCH" | tail -n 1)
+echo "packed $tarball ($(du -h "$SCRATCH/$tarball" | cut -f1))"
+contents=$(tar -tzf "$SCRATCH/$tarball")
+grep '^package/fencelock\..*\.node$' <<<"$contents" || { echo "the tarball carries no addon" >&2; exit 1; }
+
+mkdir "$SCRATCH/app"
+cd "$SCRATCH/app"
+npm init -y >/dev/null
+npm install --no-audit --no-fund --offline "$SCRATCH/$tarball"
+cp "$ROOT"/examples/node/*.mjs .
+for example in *.mjs; do
+    echo "--- examples/node/$example (installed from the tarball)"
+    node "$example" "sqlite:$SCRATCH/example.db"
+    [[ -z ${FENCELOCK_TEST_REDIS:-} ]] || node "$example" "$FENCELOCK_TEST_REDIS"
+done
