@@ -4,13 +4,13 @@
 #   scripts/services.sh start [DIR]   DIR defaults to $PWD/.services; then: source DIR/env
 #   scripts/services.sh stop  [DIR]   stops only the processes DIR/pids records, then removes DIR
 #
-# FENCELOCK_SERVICES="redis redlock etcd zk postgres" starts a subset (default: all of them).
+# FENCELOCK_SERVICES="redis redlock redis-cluster etcd zk postgres" starts a subset (default: all of them).
 # DIR/env exports FENCELOCK_SERVICES_DIR and, per service started:
-#   FENCELOCK_TEST_REDIS, FENCELOCK_TEST_REDLOCK, FENCELOCK_TEST_REDLOCK_PORTS, FENCELOCK_TEST_ETCD,
-#   FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES
+#   FENCELOCK_TEST_REDIS, FENCELOCK_TEST_REDLOCK, FENCELOCK_TEST_REDLOCK_PORTS, FENCELOCK_TEST_REDIS_CLUSTER,
+#   FENCELOCK_TEST_ETCD, FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES
 set -euo pipefail
 
-readonly ALL_SERVICES="redis redlock etcd zk postgres"
+readonly ALL_SERVICES="redis redlock redis-cluster etcd zk postgres"
 readonly READY_TIMEOUT=30           # seconds a server gets to answer its readiness probe
 readonly STOP_TIMEOUT=10            # seconds between the polite signal and SIGKILL
 readonly LAUNCH_ATTEMPTS=3          # a server that dies before it is ready (port taken in a race) gets new ports
@@ -101,7 +101,10 @@ ensure_packages() {
     local missing=()
     command -v protoc >/dev/null || missing+=(protobuf-compiler) # etcd-client's build script needs it
     command -v ss >/dev/null || missing+=(iproute2)
-    if wants redis || wants redlock; then command -v redis-server >/dev/null || missing+=(redis-server); fi
+    if wants redis || wants redlock || wants redis-cluster; then
+        command -v redis-server >/dev/null || missing+=(redis-server)
+        command -v redis-cli >/dev/null || missing+=(redis-tools)
+    fi
     if wants etcd; then
         command -v etcd >/dev/null || missing+=(etcd-server)
         command -v etcdctl >/dev/null || missing+=(etcd-client)
@@ -132,6 +135,45 @@ launch_redis() {
 }
 
 probe_redis() { [[ $(redis-cli -h 127.0.0.1 -p "${PORT[$1]}" ping 2>/dev/null) == PONG ]]; }
+
+# --- redis cluster ---------------------------------------------------------------------------------------------
+
+readonly CLUSTER_NODES=(cluster1 cluster2 cluster3) # three masters, no replicas: every slot has one owner
+
+launch_cluster() {
+    local name=$1
+    pick_port
+    PORT[$name]=$PICKED
+    mkdir -p "$DIR/$name"
+    rm -f "$DIR/$name/nodes.conf" # a relaunch on new ports must not find the node's old address
+    spawn "$name" TERM redis-server --port "${PORT[$name]}" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$DIR/$name" --cluster-enabled yes --cluster-config-file "$DIR/$name/nodes.conf" \
+        --cluster-node-timeout 5000
+}
+
+probe_cluster() { probe_redis "$1"; }
+
+cluster_ok() { [[ $(redis-cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null) == *cluster_state:ok* ]]; }
+
+# Assigns the slots across the masters, then waits until every node sees the whole cluster as ok.
+finish_cluster() {
+    local name addrs=() deadline
+    for name in "${CLUSTER_NODES[@]}"; do addrs+=("127.0.0.1:${PORT[$name]}"); done
+    if ! redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >>"$DIR/cluster.log" 2>&1; then
+        log_tail cluster
+        die "redis-cli --cluster create failed (see $DIR/cluster.log)"
+    fi
+    deadline=$((SECONDS + READY_TIMEOUT))
+    for name in "${CLUSTER_NODES[@]}"; do
+        until cluster_ok "${PORT[$name]}"; do
+            if ((SECONDS >= deadline)); then
+                log_tail "$name"
+                die "$name did not report cluster_state:ok within ${READY_TIMEOUT}s"
+            fi
+            sleep 0.2
+        done
+    done
+}
 
 # --- etcd ------------------------------------------------------------------------------------------------------
 
@@ -233,7 +275,7 @@ finish_postgres() {
 
 # --- start / stop ----------------------------------------------------------------------------------------------
 
-kind_of() { case $1 in redlock*) echo redis ;; *) echo "$1" ;; esac; }
+kind_of() { case $1 in redlock*) echo redis ;; cluster*) echo cluster ;; *) echo "$1" ;; esac; }
 
 # await NAME: wait for the probe; relaunch on new ports if the server died first; fail loudly at the deadline.
 await() {
@@ -266,6 +308,10 @@ write_env() {
             local p1=${PORT[redlock1]} p2=${PORT[redlock2]} p3=${PORT[redlock3]}
             echo "export FENCELOCK_TEST_REDLOCK=\"redlock://127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3\""
             echo "export FENCELOCK_TEST_REDLOCK_PORTS=\"$p1 $p2 $p3\""
+        fi
+        if wants redis-cluster; then
+            local c1=${PORT[cluster1]} c2=${PORT[cluster2]} c3=${PORT[cluster3]}
+            echo "export FENCELOCK_TEST_REDIS_CLUSTER=\"redis+cluster://127.0.0.1:$c1,127.0.0.1:$c2,127.0.0.1:$c3\""
         fi
         if wants etcd; then echo "export FENCELOCK_TEST_ETCD=\"etcd://127.0.0.1:${PORT[etcd]}\""; fi
         if wants zk; then echo "export FENCELOCK_TEST_ZK=\"zk://127.0.0.1:${PORT[zk]}\""; fi
@@ -303,11 +349,13 @@ do_start() {
 
     wants redis && instances+=(redis)
     wants redlock && instances+=(redlock1 redlock2 redlock3)
+    wants redis-cluster && instances+=("${CLUSTER_NODES[@]}")
     wants etcd && instances+=(etcd)
     wants zk && instances+=(zk)
     wants postgres && instances+=(postgres) # last: its initdb runs while the JVM boots
     for name in "${instances[@]}"; do "launch_$(kind_of "$name")" "$name"; done
     for name in "${instances[@]}"; do await "$name"; done
+    if wants redis-cluster; then finish_cluster; fi
     if wants postgres; then finish_postgres; fi
     write_env
 

@@ -20,6 +20,7 @@
 //! | `sqlite:PATH` (the embedded default) | a row per lock, upsert if free, expired or ours | polling |
 //! | `postgres://…` | the same table on the server clock | `LISTEN`/`NOTIFY` |
 //! | `redis://`, `rediss://` | Lua scripts on Redisson's RLock layout | pub/sub |
+//! | `redis+cluster://h1,h2,…` | the same scripts on a Redis Cluster, a lock's keys on one slot | sharded pub/sub |
 //! | `redlock://h1,h2,h3` | Redlock over independent instances, tokens raised on a majority | pub/sub |
 //! | `etcd://h1:2379,…` | etcd's `concurrency.Mutex` | watch of the predecessor |
 //! | `zk://h1:2181,…[/chroot]` | Curator's `InterProcessMutex` | watch of the predecessor |

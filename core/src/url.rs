@@ -37,7 +37,8 @@ pub(crate) async fn open(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Back
         }
         "redis" | "rediss" => Arc::new(RedisBackend::connect(url, opts).await?),
         "memory" => Arc::new(MemoryBackend::named(rest.trim_start_matches('/'))),
-        "redlock" | "redis+cluster" => backend::redlock::connect(url, opts).await?,
+        "redis+cluster" => backend::redis_cluster::connect(url, opts).await?,
+        "redlock" => backend::redlock::connect(url, opts).await?,
         "etcd" => backend::etcd::connect(url, opts).await?,
         "zk" => backend::zookeeper::connect(url, opts).await?,
         "postgres" | "postgresql" => backend::postgres::connect(url, opts).await?,

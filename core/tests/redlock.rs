@@ -405,10 +405,3 @@ async fn tokens_rise_across_restarts_without_persistence() {
     println!("tokens across restarts: {t1} → {t2} → {t3} → {t4}");
     assert_eq!(instances.lock_records().await, Vec::<String>::new());
 }
-
-#[tokio::test]
-async fn redis_cluster_is_not_built_yet() {
-    let err = Client::connect("redis+cluster://127.0.0.1:1,127.0.0.1:2").await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Unsupported);
-    assert!(err.message().contains("redlock://"), "{err}");
-}

@@ -14,6 +14,7 @@ pub(crate) mod etcd;
 pub(crate) mod memory;
 pub(crate) mod postgres;
 pub(crate) mod redis;
+pub(crate) mod redis_cluster;
 pub(crate) mod redlock;
 pub(crate) mod sqlite;
 mod waiters;

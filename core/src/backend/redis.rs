@@ -26,7 +26,7 @@ use crate::url::redact;
 /// Takes the lock if free, or if the record is ours (a grant whose reply was lost); the token counter is seeded
 /// from the server clock in µs when missing, so a restart without persistence does not send tokens backwards.
 /// KEYS: lock, token counter. ARGV: ttl ms, holder. Returns {1, token} or {0, pttl of the holder}.
-const ACQUIRE: &str = r"
+pub(super) const ACQUIRE: &str = r"
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   if redis.call('exists', KEYS[2]) == 0 then
     local t = redis.call('time')
@@ -42,7 +42,7 @@ return {0, redis.call('pttl', KEYS[1])}
 ";
 
 /// KEYS: lock. ARGV: ttl ms, holder. 1 if extended, 0 if no longer ours.
-const RENEW: &str = r"
+pub(super) const RENEW: &str = r"
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])
   return 1
@@ -51,7 +51,7 @@ return 0
 ";
 
 /// Compare-and-delete. KEYS: lock, channel. ARGV: holder. 1 if deleted, 0 if not ours.
-const RELEASE: &str = r"
+pub(super) const RELEASE: &str = r"
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
@@ -61,7 +61,7 @@ return 1
 ";
 
 /// KEYS: lock, channel. Deletes whoever holds it (Redisson's forceUnlock does the same).
-const FORCE_RELEASE: &str = r"
+pub(super) const FORCE_RELEASE: &str = r"
 if redis.call('del', KEYS[1]) == 1 then
   redis.call('publish', KEYS[2], 0)
   return 1
@@ -70,7 +70,7 @@ return 0
 ";
 
 /// KEYS: register. ARGV: token, value. nil if stored, else the higher accepted token.
-const FENCE_WRITE: &str = r"
+pub(super) const FENCE_WRITE: &str = r"
 local cur = redis.call('hget', KEYS[1], 'token')
 if cur and tonumber(cur) > tonumber(ARGV[1]) then
   return cur
@@ -88,7 +88,7 @@ fn channel(name: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}")
 }
 
-fn fence_key(resource: &str) -> String {
+pub(super) fn fence_key(resource: &str) -> String {
     format!("fencelock_fence:{{{resource}}}")
 }
 
@@ -118,7 +118,7 @@ impl Listen for PubSub {
 }
 
 /// Routes pushed messages to the waiters of their channel.
-fn on_push(channels: &Channels, push: PushInfo) {
+pub(super) fn on_push(channels: &Channels, push: PushInfo) {
     match push.kind {
         PushKind::Message | PushKind::SMessage => {
             if let Some(Value::BulkString(ch)) = push.data.first() {

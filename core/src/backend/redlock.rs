@@ -22,7 +22,8 @@
 //! seen by later reads; a write that succeeded is seen by every later read.
 //!
 //! URL: `redlock://[user:password@]host:port,host:port,…[/db][?instance_timeout_ms=N]`, at least three distinct
-//! instances; the credentials and database apply to every instance. `redis+cluster://` is not supported yet.
+//! instances; the credentials and database apply to every instance. A Redis Cluster is `redis+cluster://`
+//! (`super::redis_cluster`), not Redlock.
 
 mod config;
 mod instance;
@@ -75,18 +76,8 @@ end
 return 1
 ";
 
-/// Opens the backend `url` names: `redlock://` here; `redis+cluster://` is refused until it is built.
+/// Opens a `redlock://` backend.
 pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
-    if url.get(..14).is_some_and(|s| s.eq_ignore_ascii_case("redis+cluster:")) {
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "URL {:?}: redis+cluster:// is not supported yet; use redis:// for one server or \
-                 redlock://h1,h2,h3 for independent instances",
-                redact(url)
-            ),
-        ));
-    }
     Ok(Arc::new(RedlockBackend::connect(url, opts).await?))
 }
 

@@ -1,0 +1,498 @@
+//! `redis+cluster://h1:6379,h2:6379,…`: the single-Redis scripts of [`super::redis`] on a Redis Cluster, through
+//! redis-rs's async cluster connection (slot map, MOVED/ASK redirects, reconnects). Redisson RLock / RFencedLock
+//! clients on the same cluster exclude us and are woken by our releases, as on one server.
+//!
+//! # Key layout: one slot per lock
+//!
+//! A script may only touch keys of one hash slot, and each lock has three: the hash `<name>` (the record, Redisson's
+//! key is the name as given), the fence counter and the release channel. Those two are named as Redisson's
+//! `prefixName` names them: `redisson_lock_token:{<name>}` and `redisson_lock__channel:{<name>}`, or, when the name
+//! already contains a `{`, `redisson_lock_token:<name>` and `redisson_lock__channel:<name>` (no braces added).
+//! Redis hashes a key by its tag — the bytes between its first `{` and the next `}`, if there are any — or else by
+//! the whole key. So the three keys share a slot exactly when
+//!
+//! - the name has no `{` and no `}`: the record hashes as the whole name, the other two by the tag `{<name>}`, that
+//!   is by the same bytes (this is every name Redisson users normally pick, and the same keys as `redis://`); or
+//! - the name carries a non-empty hash tag of its own (`{user:42}:orders`): all three keys hash by that tag, as
+//!   Redisson's do. This is also how several locks are placed on one node on purpose.
+//!
+//! Any other name — a `}` without a `{` before it, an unclosed `{`, an empty first tag `{}` — would spread its keys
+//! over different slots, and the scripts would fail with CROSSSLOT (Redisson's would too). Such names are rejected
+//! with `InvalidArgument` that says so, rather than silently given a layout no Redisson client would find.
+//!
+//! Note that `redis://` always writes `redisson_lock_token:{<name>}`, so for names that contain a `{` the two
+//! backends (and Redisson, which uses `prefixName` everywhere) name the counter differently; for brace-free names they
+//! agree. Fence registers are one key each, `fencelock_fence:{<resource>}`, and accept any resource.
+//!
+//! # Waiters
+//!
+//! Releases publish `0` with SPUBLISH (Redis ≥ 7 sharded pub/sub), on the channel's own slot, which is the lock's: the
+//! message stays on the lock's shard, as recent Redisson versions do on Redis 7 clusters (their `getPublishCommand()`).
+//! Waiters share one RESP3 cluster connection per client and SSUBSCRIBE there; redis-rs routes each subscription to
+//! the slot's master and re-subscribes after reconnects and slot-map refreshes. A message they miss costs at most
+//! the holder's remaining TTL, the bound every wait uses, exactly as on `redis://`: a failover; a resharding that
+//! moves the slot (the server then drops the sharded subscription, and waiters on that lock fall back to the bound
+//! until they next subscribe); an old Redisson release that used plain PUBLISH, which sharded subscribers never see.
+//!
+//! Fencing tokens come from the same clock-seeded `INCR` as on `redis://`, run on the lock's master. Redis Cluster
+//! replicates asynchronously: after a failover the promoted replica may lack the last increments and repeat a token,
+//! the same caveat as one server restarted from an older snapshot (a counter lost entirely is re-seeded from the
+//! clock and stays ahead). Without replicas a dead master makes its slots unavailable rather than losing tokens.
+//!
+//! URL: `redis+cluster://[user:password@]host[:port],host[:port],…[/0]`; any listed node is a seed for discovering
+//! the rest. Connect and request timeouts are the client's (`ClientOptions`).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::Slot;
+use redis::{ErrorKind as RedisErrorKind, ProtocolVersion, PushInfo, RedisError, Script, ServerErrorKind};
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use super::redis::{ACQUIRE, FENCE_WRITE, FORCE_RELEASE, RELEASE, RENEW, fence_key, on_push};
+use super::waiters::{Channels, Listen, Subscription};
+use super::{
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held, ttl_ms,
+};
+use crate::error::{Error, Result};
+use crate::options::ClientOptions;
+use crate::url::redact;
+
+/// Retries redis-rs makes on redirects and reconnects within one request; the request timeout bounds them anyway.
+const CLUSTER_RETRIES: u32 = 3;
+
+/// Opens a `redis+cluster://` backend.
+pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(RedisClusterBackend::connect(url, opts).await?))
+}
+
+/// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name brings its own `{`.
+fn prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') { format!("{prefix}:{name}") } else { format!("{prefix}:{{{name}}}") }
+}
+
+/// The fence counter of lock `name` (Redisson RFencedLock's key on a cluster).
+fn token_key(name: &str) -> String {
+    prefixed("redisson_lock_token", name)
+}
+
+/// Where releases of `name` are published (Redisson's channel on a cluster).
+fn channel(name: &str) -> String {
+    prefixed("redisson_lock__channel", name)
+}
+
+/// Redis Cluster's hash tag: the bytes between the first `{` and the next `}`, if there are any.
+fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let close = key[open + 1..].find('}')?;
+    Some(&key[open + 1..open + 1 + close]).filter(|t| !t.is_empty())
+}
+
+/// Refuses a name whose record, counter and channel would not share a slot (see the module docs).
+fn check_name(name: &str) -> Result<()> {
+    let same_slot = hash_tag(name).is_some() || !name.contains(['{', '}']);
+    debug_assert!(
+        !same_slot
+            || (Slot::for_key(name) == Slot::for_key(token_key(name))
+                && Slot::for_key(name) == Slot::for_key(channel(name))),
+        "{name:?}"
+    );
+    if same_slot {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "lock name {name:?} cannot be used on a Redis Cluster: its record {name:?} and counter {:?} would hash to \
+         different slots. Use a name without braces, or one with a non-empty hash tag such as \"{{orders}}:42\"",
+        token_key(name)
+    )))
+}
+
+/// The scripts of `redis://` with PUBLISH turned into SPUBLISH, so a release reaches sharded subscribers.
+fn sharded(script: &str) -> String {
+    let out = script.replace("redis.call('publish',", "redis.call('spublish',");
+    assert_ne!(out, script, "the script publishes nothing");
+    out
+}
+
+/// What a `redis+cluster://` URL says: one `redis://` URL per seed node.
+fn parse(url: &str) -> Result<Vec<String>> {
+    let bad = |why: String| Error::invalid(format!("URL {:?}: {why}", redact(url)));
+    let rest = url
+        .split_once("://")
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| bad("expected redis+cluster://host:port,host:port,…".into()))?;
+    if let Some((_, query)) = rest.split_once('?') {
+        return Err(bad(format!("unknown parameters {query:?}; redis+cluster:// takes none")));
+    }
+    let (rest, db) = rest.split_once('/').map_or((rest, ""), |(rest, db)| (rest, db));
+    if !matches!(db, "" | "0") {
+        return Err(bad(format!("database {db:?}: a Redis Cluster has only database 0")));
+    }
+    let (auth, hosts) = rest.rsplit_once('@').map_or((None, rest), |(auth, hosts)| (Some(auth), hosts));
+    let mut nodes: Vec<String> = Vec::new();
+    for host in hosts.split(',').map(str::trim) {
+        if host.is_empty() {
+            return Err(bad("an empty host in the list".into()));
+        }
+        // `[::1]` has colons but no port.
+        let port = if host.rfind(':').is_some_and(|i| !host[i..].contains(']')) { "" } else { ":6379" };
+        let auth = auth.map(|a| format!("{a}@")).unwrap_or_default();
+        let node = format!("redis://{auth}{host}{port}");
+        redis::Client::open(node.as_str()).map_err(|e| bad(format!("host {host:?}: {e}")))?;
+        if !nodes.contains(&node) {
+            nodes.push(node);
+        }
+    }
+    Ok(nodes)
+}
+
+#[derive(Debug)]
+struct Scripts {
+    acquire: Script,
+    renew: Script,
+    release: Script,
+    force: Script,
+    fence_write: Script,
+}
+
+/// The RESP3 cluster connection that carries this client's sharded subscriptions.
+#[derive(Clone)]
+struct PubSub(ClusterConnection);
+
+impl fmt::Debug for PubSub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PubSub")
+    }
+}
+
+impl Listen for PubSub {
+    type Error = RedisError;
+
+    async fn listen(&self, channel: &str) -> Result<(), RedisError> {
+        self.0.clone().ssubscribe(channel).await
+    }
+
+    async fn unlisten(&self, channel: &str) {
+        let _ = self.0.clone().sunsubscribe(channel).await;
+    }
+}
+
+/// The Redis Cluster backend.
+pub(crate) struct RedisClusterBackend {
+    conn: ClusterConnection,
+    nodes: Vec<String>,
+    pubsub: OnceCell<PubSub>,
+    channels: Arc<Channels>,
+    scripts: Scripts,
+    url: String,
+    opts: ClientOptions,
+}
+
+impl fmt::Debug for RedisClusterBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisClusterBackend").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+/// Short timeouts and few retries: a dead node must cost a bounded time, not redis-rs's default backoff loop.
+fn builder(nodes: &[String], opts: &ClientOptions) -> ClusterClientBuilder {
+    ClusterClientBuilder::new(nodes.to_vec())
+        .connection_timeout(opts.connect_timeout)
+        .response_timeout(opts.request_timeout)
+        .retries(CLUSTER_RETRIES)
+}
+
+impl RedisClusterBackend {
+    async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
+        let shown = redact(url);
+        let nodes = parse(url)?;
+        let client: ClusterClient =
+            builder(&nodes, opts).build().map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
+        let conn = tokio::time::timeout(opts.connect_timeout, client.get_async_connection())
+            .await
+            .map_err(|_| Error::unavailable(format!("{shown}: no connection within {:?}", opts.connect_timeout)))?
+            .map_err(|e| Error::unavailable(format!("{shown}: cannot connect: {e}")))?;
+        Ok(RedisClusterBackend {
+            conn,
+            nodes,
+            pubsub: OnceCell::new(),
+            channels: Arc::default(),
+            scripts: Scripts {
+                acquire: Script::new(ACQUIRE),
+                renew: Script::new(RENEW),
+                release: Script::new(&sharded(RELEASE)),
+                force: Script::new(&sharded(FORCE_RELEASE)),
+                fence_write: Script::new(FENCE_WRITE),
+            },
+            url: shown,
+            opts: opts.clone(),
+        })
+    }
+
+    fn err(&self, e: RedisError) -> Error {
+        let transient = e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_cluster_error()
+            || matches!(
+                e.kind(),
+                RedisErrorKind::ClusterConnectionNotFound
+                    | RedisErrorKind::Server(ServerErrorKind::MasterDown | ServerErrorKind::BusyLoading)
+            );
+        if transient {
+            Error::unavailable(format!("{}: {e}", self.url))
+        } else {
+            Error::internal(format!("{}: unexpected reply: {e}", self.url))
+        }
+    }
+
+    /// The shared RESP3 cluster connection that carries every waiter's subscriptions, made on first use.
+    async fn pubsub(&self) -> Result<&PubSub> {
+        self.pubsub
+            .get_or_try_init(|| async {
+                let channels = self.channels.clone();
+                let client = builder(&self.nodes, &self.opts)
+                    .use_protocol(ProtocolVersion::RESP3)
+                    .push_sender(move |push: PushInfo| -> Result<(), std::convert::Infallible> {
+                        on_push(&channels, push);
+                        Ok(())
+                    })
+                    .build()
+                    .map_err(|e| self.err(e))?;
+                let conn = tokio::time::timeout(self.opts.connect_timeout, client.get_async_connection())
+                    .await
+                    .map_err(|_| Error::unavailable(format!("{}: no pub/sub connection in time", self.url)))?;
+                conn.map(PubSub).map_err(|e| self.err(e))
+            })
+            .await
+    }
+
+    async fn release_script(&self, name: &str, holder: &str) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .release
+            .key(name)
+            .key(channel(name))
+            .arg(holder)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+}
+
+#[async_trait]
+impl Backend for RedisClusterBackend {
+    fn capability(&self) -> Capability {
+        Capability { fencing: true, native_wait: true, fair: false, session_bound: false }
+    }
+
+    fn describe(&self) -> &str {
+        &self.url
+    }
+
+    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
+        check_name(&req.name)?;
+        // Remember which release messages were already seen, so `wait` returns at once for one that lands meanwhile.
+        if let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<PubSub>>()) {
+            sub.mark();
+        }
+        let (ok, n): (i64, i64) = self
+            .scripts
+            .acquire
+            .key(&req.name)
+            .key(token_key(&req.name))
+            .arg(ttl_ms(req.ttl))
+            .arg(&req.holder)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(if ok == 1 {
+            Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token: n as u64, key: None })
+        } else {
+            Attempt::Busy(Busy { holder_ttl: (n >= 0).then(|| Duration::from_millis(n as u64)) })
+        })
+    }
+
+    async fn wait(
+        &self,
+        req: &AcquireRequest,
+        busy: &Busy,
+        ticket: &mut Option<Ticket>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(Duration::from_millis(100));
+        if let Some(d) = deadline {
+            until = until.min(d);
+        }
+        if ticket.is_none() {
+            let pubsub = self.pubsub().await?;
+            let sub = self.channels.subscribe(pubsub, channel(&req.name)).await.map_err(|e| self.err(e))?;
+            *ticket = Some(Ticket::new(sub));
+            // Subscribed after the attempt: a release in between sent no message we could see, so look once.
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(&req.name)
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(|e| self.err(e))?;
+            if !exists {
+                return Ok(());
+            }
+        }
+        let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<PubSub>>()) else {
+            return Err(Error::internal("redis cluster wait: foreign ticket"));
+        };
+        sub.wait_until(until).await;
+        Ok(())
+    }
+
+    async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
+        let n: i64 = self
+            .scripts
+            .renew
+            .key(&grant.name)
+            .arg(ttl_ms(ttl))
+            .arg(&grant.holder)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        if n == 1 { Ok(()) } else { Err(lock_lost(grant, &self.url)) }
+    }
+
+    async fn release(&self, grant: &Grant) -> Result<()> {
+        if self.release_script(&grant.name, &grant.holder).await? { Ok(()) } else { Err(not_held(grant, &self.url)) }
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        // A refused name never reached the server.
+        if check_name(&req.name).is_err() {
+            return Ok(());
+        }
+        self.release_script(&req.name, &req.holder).await.map(drop)
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        check_name(name)?;
+        let n: i64 = self
+            .scripts
+            .force
+            .key(name)
+            .key(channel(name))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        check_name(name)?;
+        // One slot, so one pipeline to one master.
+        let (fields, pttl, token): (HashMap<String, i64>, i64, Option<u64>) = redis::pipe()
+            .hgetall(name)
+            .pttl(name)
+            .get(token_key(name))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        let holder = fields.into_keys().next();
+        Ok(LockInfo {
+            remaining: holder.as_ref().and((pttl >= 0).then(|| Duration::from_millis(pttl as u64))),
+            holder,
+            last_token: token,
+        })
+    }
+
+    async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
+        let higher: Option<u64> = self
+            .scripts
+            .fence_write
+            .key(fence_key(resource))
+            .arg(token)
+            .arg(value)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        match higher {
+            None => Ok(()),
+            Some(h) => Err(fenced(resource, &self.url, token, h)),
+        }
+    }
+
+    async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
+        let (token, value): (Option<u64>, Option<Vec<u8>>) = redis::cmd("HMGET")
+            .arg(fence_key(resource))
+            .arg("token")
+            .arg("value")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok((token.unwrap_or(0), value.unwrap_or_default()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn the_keys_of_a_lock_share_a_slot() {
+        for name in ["orders", "a:b/c-d", "{user:42}:orders", "x{t}y{z}", "{t}", "a{b}"] {
+            check_name(name).unwrap();
+            let slot = Slot::for_key(name);
+            assert_eq!(Slot::for_key(token_key(name)), slot, "{name}");
+            assert_eq!(Slot::for_key(channel(name)), slot, "{name}");
+        }
+        // Redisson's prefixName: braces are added only when the name has none.
+        assert_eq!(token_key("orders"), "redisson_lock_token:{orders}");
+        assert_eq!(channel("{u}:x"), "redisson_lock__channel:{u}:x");
+    }
+
+    #[test]
+    fn names_whose_keys_would_split_are_refused() {
+        for name in ["a}b", "}", "a{b", "{}x", "a{}{b}", "{"] {
+            let err = check_name(name).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{name}");
+            assert!(err.message().contains("hash tag"), "{err}");
+            // They really would: the check is not stricter than Redis.
+            assert!(
+                Slot::for_key(name) != Slot::for_key(token_key(name))
+                    || Slot::for_key(name) != Slot::for_key(channel(name)),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn urls_name_every_seed_node() {
+        assert_eq!(
+            parse("redis+cluster://u:pw@a:1,b,[::1]/0").unwrap(),
+            ["redis://u:pw@a:1", "redis://u:pw@b:6379", "redis://u:pw@[::1]:6379"]
+        );
+        assert_eq!(parse("redis+cluster://a,a:6379").unwrap(), ["redis://a:6379"]);
+        for (url, says) in [
+            ("redis+cluster://a,,b", "empty host"),
+            ("redis+cluster://a/3", "only database 0"),
+            ("redis+cluster://a?x=1", "takes none"),
+            ("redis+cluster://u:secret@a/2", "u:***@"),
+        ] {
+            let err = parse(url).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{url}");
+            assert!(err.message().contains(says), "{url}: {err}");
+            assert!(!err.message().contains("secret"), "{err}");
+        }
+    }
+
+    #[test]
+    fn releases_publish_sharded() {
+        assert!(sharded(RELEASE).contains("redis.call('spublish', KEYS[2], 0)"));
+        assert!(sharded(FORCE_RELEASE).contains("redis.call('spublish', KEYS[2], 0)"));
+    }
+}
