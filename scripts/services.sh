@@ -3,14 +3,18 @@
 #
 #   scripts/services.sh start [DIR]   DIR defaults to $PWD/.services; then: source DIR/env
 #   scripts/services.sh stop  [DIR]   stops only the processes DIR/pids records, then removes DIR
+#   scripts/services.sh restart MEMBER [DIR]   starts a cluster member a test killed (e.g. etcd-cluster-2) again
 #
-# FENCELOCK_SERVICES="redis redlock redis-cluster etcd zk postgres" starts a subset (default: all of them).
+# FENCELOCK_SERVICES="redis redlock redis-cluster etcd zk postgres etcd-cluster zk-ensemble" starts a subset
+# (default: all of them).
 # DIR/env exports FENCELOCK_SERVICES_DIR and, per service started:
 #   FENCELOCK_TEST_REDIS, FENCELOCK_TEST_REDLOCK, FENCELOCK_TEST_REDLOCK_PORTS, FENCELOCK_TEST_REDIS_CLUSTER,
-#   FENCELOCK_TEST_ETCD, FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES
+#   FENCELOCK_TEST_ETCD, FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES,
+#   FENCELOCK_TEST_ETCD_CLUSTER and FENCELOCK_TEST_ZK_ENSEMBLE (three members each; with _PORTS, _PIDS, and the
+#   _PIDFILE and _RESTART paths of member N: see "etcd cluster and ZooKeeper ensemble" below)
 set -euo pipefail
 
-readonly ALL_SERVICES="redis redlock redis-cluster etcd zk postgres"
+readonly ALL_SERVICES="redis redlock redis-cluster etcd zk postgres etcd-cluster zk-ensemble"
 readonly READY_TIMEOUT=30           # seconds a server gets to answer its readiness probe
 readonly STOP_TIMEOUT=10            # seconds between the polite signal and SIGKILL
 readonly LAUNCH_ATTEMPTS=3          # a server that dies before it is ready (port taken in a race) gets new ports
@@ -105,11 +109,11 @@ ensure_packages() {
         command -v redis-server >/dev/null || missing+=(redis-server)
         command -v redis-cli >/dev/null || missing+=(redis-tools)
     fi
-    if wants etcd; then
+    if wants etcd || wants etcd-cluster; then
         command -v etcd >/dev/null || missing+=(etcd-server)
         command -v etcdctl >/dev/null || missing+=(etcd-client)
     fi
-    if wants zk; then
+    if wants zk || wants zk-ensemble; then
         [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
         command -v nc >/dev/null || missing+=(netcat-openbsd)
     fi
@@ -222,6 +226,192 @@ probe_zk() {
         echo srvr | nc -w 2 127.0.0.1 "${PORT[$1]}" 2>/dev/null | grep -q '^Mode: '
 }
 
+# --- etcd cluster and ZooKeeper ensemble -----------------------------------------------------------------------
+#
+# Three members each, for failover tests. A test kills member N (its current pid is in DIR/<name>-N.pid) and starts
+# it again with DIR/restart-<name>-N.sh, i.e. `services.sh restart <name>-N DIR`: the member's saved command line, its
+# new pid recorded in DIR/pids (so stop ends it too) and DIR/<name>-N.pid, then a wait until it has rejoined.
+
+readonly ENSEMBLE_SIZE=3
+SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+readonly SELF
+
+# members NAME: the members of a cluster service; any other server is its own only member.
+members() {
+    local i
+    case $1 in
+    etcd-cluster | zk-ensemble) for ((i = 1; i <= ENSEMBLE_SIZE; i++)); do printf '%s-%d ' "$1" "$i"; done ;;
+    *) echo "$1" ;;
+    esac
+}
+
+# running NAME: the server, or every member of a cluster, is up.
+running() {
+    local m
+    for m in $(members "$1"); do alive "${PID[$m]}" || return 1; done
+}
+
+# launch_member NAME CMD...: spawn a member and save what `restart` needs: its command line, client port and pid.
+launch_member() {
+    local name=$1
+    shift
+    spawn "$name" TERM "$@"
+    echo "${PID[$name]}" >"$DIR/$name.pid"
+    {
+        printf 'PORT[%s]=%s\n' "$name" "${PORT[$name]}"
+        printf 'MEMBER_CMD=(%s)\n' "$(printf '%q ' "$@")"
+    } >"$DIR/$name.member"
+    {
+        echo '#!/usr/bin/env bash'
+        echo "# Starts $name again after a test killed it, and waits until it has rejoined."
+        printf 'exec %q restart %q %q\n' "$SELF" "$name" "$DIR"
+    } >"$DIR/restart-$name.sh"
+    chmod +x "$DIR/restart-$name.sh"
+}
+
+# kill_members NAME: a relaunch on new ports first ends the members the last attempt started (not ready: SIGKILL).
+kill_members() {
+    local m pid i
+    for m in $(members "$1"); do
+        pid=${PID[$m]:-}
+        if [[ -z $pid ]] || ! alive "$pid"; then continue; fi
+        kill -s KILL "$pid" 2>/dev/null || true
+        for ((i = 0; i < 50; i++)); do
+            alive "$pid" || break
+            sleep 0.1
+        done
+    done
+}
+
+# joined_ports NAME: sets PORT[NAME] to the client ports of its members, for messages.
+joined_ports() {
+    local m ports=()
+    for m in $(members "$1"); do ports+=("${PORT[$m]}"); done
+    local IFS=,
+    PORT[$1]="${ports[*]}"
+}
+
+launch_etcd_cluster() {
+    local name=$1 m cluster='' token client
+    local -A peer=()
+    kill_members "$name"
+    for m in $(members "$name"); do
+        pick_port
+        PORT[$m]=$PICKED
+        pick_port
+        peer[$m]=http://127.0.0.1:$PICKED
+        cluster+=${cluster:+,}$m=${peer[$m]}
+    done
+    joined_ports "$name"
+    token=$name-$RANDOM$RANDOM # a member of another run's cluster can never join this one
+    for m in $(members "$name"); do
+        rm -rf "${DIR:?}/$m" # a relaunch must not find members registered with the old peer URLs
+        # A restart finds its data dir and ignores the --initial-* flags: it rejoins as the same member.
+        client=http://127.0.0.1:${PORT[$m]}
+        launch_member "$m" etcd --name "$m" --data-dir "$DIR/$m" --logger zap \
+            --listen-client-urls "$client" --advertise-client-urls "$client" \
+            --listen-peer-urls "${peer[$m]}" --initial-advertise-peer-urls "${peer[$m]}" \
+            --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token "$token"
+    done
+}
+
+# Every member serves a quorum read.
+probe_etcd_cluster() {
+    local m
+    for m in $(members "$1"); do probe_etcd "$m" || return 1; done
+}
+
+launch_zk_ensemble() {
+    local name=$1 m i=0 quorum servers='' dir
+    kill_members "$name"
+    for m in $(members "$name"); do
+        i=$((i + 1))
+        pick_port
+        PORT[$m]=$PICKED
+        pick_port
+        quorum=$PICKED
+        pick_port
+        servers+="server.$i=127.0.0.1:$quorum:$PICKED"$'\n'
+    done
+    joined_ports "$name"
+    i=0
+    for m in $(members "$name"); do
+        i=$((i + 1))
+        dir=$DIR/$m
+        rm -rf "$dir"
+        mkdir -p "$dir/data"
+        echo "$i" >"$dir/data/myid"
+        # As for zk, plus the quorum: initLimit/syncLimit in ticks; server.N=host:quorumPort:electionPort.
+        cat >"$dir/zoo.cfg" <<EOF2
+tickTime=2000
+initLimit=10
+syncLimit=5
+dataDir=$dir/data
+clientPort=${PORT[$m]}
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,conf
+$servers
+EOF2
+        launch_member "$m" java -Xmx256m -XX:+UseSerialGC -XX:-UsePerfData -cp "$ZK_CLASSPATH" \
+            org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
+    done
+}
+
+# A member serves once it is in the quorum: srvr says leader or follower (else "not currently serving requests").
+probe_zk_member() { echo srvr | nc -w 2 127.0.0.1 "${PORT[$1]}" 2>/dev/null | grep -Eq '^Mode: (leader|follower)$'; }
+
+probe_zk_ensemble() {
+    local m
+    for m in $(members "$1"); do probe_zk_member "$m" || return 1; done
+}
+
+# env_ensemble NAME VAR SCHEME: the env lines of a cluster service.
+env_ensemble() {
+    local name=$1 var=$2 scheme=$3 m hosts=() ports=() pids=()
+    for m in $(members "$name"); do
+        hosts+=("127.0.0.1:${PORT[$m]}")
+        ports+=("${PORT[$m]}")
+        pids+=("${PID[$m]}")
+    done
+    local IFS=,
+    echo "export $var=\"$scheme://${hosts[*]}\""
+    IFS=' '
+    echo "export ${var}_PORTS=\"${ports[*]}\""
+    echo "export ${var}_PIDS=\"${pids[*]}\""
+    # N stands for the member number, 1 to 3.
+    printf 'export %s_PIDFILE=%q\n' "$var" "$DIR/$name-N.pid"
+    printf 'export %s_RESTART=%q\n' "$var" "$DIR/restart-$name-N.sh"
+}
+
+# restart MEMBER: starts a cluster member again (after a test killed it) and waits until it has rejoined; a member
+# still running is only waited for.
+do_restart() {
+    local name=$1 last probe deadline MEMBER_CMD=()
+    [[ -e $DIR/$MARKER && -f $DIR/$name.member ]] || die "$name is no cluster member started in $DIR"
+    # shellcheck source=/dev/null # written by launch_member
+    source "$DIR/$name.member"
+    case $name in etcd-cluster-*) probe=probe_etcd ;; *) probe=probe_zk_member ;; esac
+    last=$(awk -v n="$name" '$1 == n { p = $2; s = $3 } END { print p, s }' "$DIR/pids")
+    # shellcheck disable=SC2086 # pid and start time
+    if alive $last; then
+        PID[$name]=${last%% *}
+    else
+        spawn "$name" TERM "${MEMBER_CMD[@]}"
+        echo "${PID[$name]}" >"$DIR/$name.pid"
+    fi
+    deadline=$((SECONDS + READY_TIMEOUT))
+    until "$probe" "$name" && alive "${PID[$name]}"; do
+        if ! alive "${PID[$name]}" || ((SECONDS >= deadline)); then
+            log_tail "$name"
+            die "$name (pid ${PID[$name]}) did not rejoin on port ${PORT[$name]} within ${READY_TIMEOUT}s"
+        fi
+        sleep 0.2
+    done
+    log "$name ready on 127.0.0.1:${PORT[$name]} (pid ${PID[$name]})"
+}
+
 # --- postgresql ------------------------------------------------------------------------------------------------
 
 # pg_cmd CMD...: sets PG_CMD to CMD run as the postgres user (initdb and postgres refuse to run as root).
@@ -275,24 +465,32 @@ finish_postgres() {
 
 # --- start / stop ----------------------------------------------------------------------------------------------
 
-kind_of() { case $1 in redlock*) echo redis ;; cluster*) echo cluster ;; *) echo "$1" ;; esac; }
+kind_of() {
+    case $1 in
+    redlock*) echo redis ;;
+    cluster*) echo cluster ;;
+    etcd-cluster) echo etcd_cluster ;;
+    zk-ensemble) echo zk_ensemble ;;
+    *) echo "$1" ;;
+    esac
+}
 
 # await NAME: wait for the probe; relaunch on new ports if the server died first; fail loudly at the deadline.
 await() {
-    local name=$1 kind attempt deadline
+    local name=$1 kind attempt deadline m
     kind=$(kind_of "$name")
     for ((attempt = 1; attempt <= LAUNCH_ATTEMPTS; attempt++)); do
         deadline=$((SECONDS + READY_TIMEOUT))
-        while alive "${PID[$name]}"; do
+        while running "$name"; do
             # Probe, then check it is still ours: a server that lost a port race exits, a stranger would answer.
-            if "probe_$kind" "$name" && alive "${PID[$name]}"; then return 0; fi
+            if "probe_$kind" "$name" && running "$name"; then return 0; fi
             if ((SECONDS >= deadline)); then
-                log_tail "$name"
+                for m in $(members "$name"); do log_tail "$m"; done
                 die "$name did not become ready on port ${PORT[$name]} within ${READY_TIMEOUT}s"
             fi
             sleep 0.2
         done
-        log_tail "$name"
+        for m in $(members "$name"); do log_tail "$m"; done
         log "$name exited before it was ready (attempt $attempt/$LAUNCH_ATTEMPTS)"
         ((attempt < LAUNCH_ATTEMPTS)) && "launch_$kind" "$name"
     done
@@ -315,6 +513,8 @@ write_env() {
         fi
         if wants etcd; then echo "export FENCELOCK_TEST_ETCD=\"etcd://127.0.0.1:${PORT[etcd]}\""; fi
         if wants zk; then echo "export FENCELOCK_TEST_ZK=\"zk://127.0.0.1:${PORT[zk]}\""; fi
+        if wants etcd-cluster; then env_ensemble etcd-cluster FENCELOCK_TEST_ETCD_CLUSTER etcd; fi
+        if wants zk-ensemble; then env_ensemble zk-ensemble FENCELOCK_TEST_ZK_ENSEMBLE zk; fi
         if wants postgres; then
             echo "export FENCELOCK_TEST_POSTGRES=\"postgres://postgres@127.0.0.1:${PORT[postgres]}/fencelock_test\""
         fi
@@ -352,6 +552,8 @@ do_start() {
     wants redis-cluster && instances+=("${CLUSTER_NODES[@]}")
     wants etcd && instances+=(etcd)
     wants zk && instances+=(zk)
+    wants etcd-cluster && instances+=(etcd-cluster)
+    wants zk-ensemble && instances+=(zk-ensemble)
     wants postgres && instances+=(postgres) # last: its initdb runs while the JVM boots
     for name in "${instances[@]}"; do "launch_$(kind_of "$name")" "$name"; done
     for name in "${instances[@]}"; do await "$name"; done
@@ -409,7 +611,11 @@ do_stop() {
 }
 
 main() {
-    local cmd=${1:-}
+    local cmd=${1:-} member=
+    if [[ $cmd == restart ]]; then
+        member=${2:-}
+        shift
+    fi
     DIR=${2:-$PWD/.services}
     [[ $DIR == /* ]] || DIR=$PWD/$DIR
     read -ra SELECTED <<<"${FENCELOCK_SERVICES:-$ALL_SERVICES}"
@@ -420,8 +626,10 @@ main() {
     case $cmd in
     start) do_start ;;
     stop) do_stop "$DIR" ;;
+    restart) do_restart "$member" ;;
     *)
-        echo "usage: $0 start|stop [DIR]   (FENCELOCK_SERVICES=\"$ALL_SERVICES\" selects a subset)" >&2
+        echo "usage: $0 start|stop [DIR] | restart MEMBER [DIR]" >&2
+        echo "       (FENCELOCK_SERVICES=\"$ALL_SERVICES\" selects a subset)" >&2
         exit 2
         ;;
     esac

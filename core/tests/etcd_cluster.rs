@@ -1,0 +1,278 @@
+//! Failover on the 3-member etcd cluster of `FENCELOCK_TEST_ETCD_CLUSTER` (scripts/services.sh): the leader is killed
+//! with SIGKILL while a lock is held and two other clients wait for it. The holder's lease outlives the election (a
+//! new leader extends every lease), nobody else holds meanwhile, and after the release the lock passes on with larger
+//! fence tokens. The killed member is started again, so later tests and runs see three members.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use etcd_client::{ConnectOptions, GetOptions, SortOrder, SortTarget};
+use fencelock::{Client, ErrorKind, Lease, LockOptions};
+use tokio::time::{Instant, sleep, timeout, timeout_at};
+
+/// The lock's TTL: the holder's lease must survive an election shorter than this.
+const TTL: Duration = Duration::from_secs(6);
+/// How long any awaited event may take before the test fails.
+const BOUND: Duration = Duration::from_secs(20);
+/// Pause between two polls of the cluster's state.
+const POLL: Duration = Duration::from_millis(100);
+
+/// The cluster as scripts/services.sh describes it.
+struct Cluster {
+    url: String,
+    endpoints: Vec<String>,
+    /// `…/etcd-cluster-N.pid`: member N's current pid (a restart writes the new one).
+    pidfile: String,
+    /// `…/restart-etcd-cluster-N.sh`: starts member N again and returns once it has rejoined.
+    restart: String,
+}
+
+impl Cluster {
+    /// `None` (the test is skipped) when no cluster is configured.
+    fn open() -> Option<Cluster> {
+        let url = support::service_url("FENCELOCK_TEST_ETCD_CLUSTER")?;
+        let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set alongside {url}"));
+        let endpoints: Vec<String> = url.trim_start_matches("etcd://").split(',').map(str::to_string).collect();
+        assert_eq!(endpoints.len(), 3, "{url}: expected three members");
+        Some(Cluster {
+            pidfile: var("FENCELOCK_TEST_ETCD_CLUSTER_PIDFILE"),
+            restart: var("FENCELOCK_TEST_ETCD_CLUSTER_RESTART"),
+            url,
+            endpoints,
+        })
+    }
+
+    /// Member `i` (0-based) is member `i + 1` of services.sh.
+    fn member_path(pattern: &str, i: usize) -> String {
+        pattern.replace("-N.", &format!("-{}.", i + 1))
+    }
+
+    /// A raw client of the whole cluster, for reading keys behind fencelock's back.
+    async fn raw(&self) -> etcd_client::Client {
+        let opts =
+            ConnectOptions::new().with_connect_timeout(Duration::from_secs(2)).with_timeout(Duration::from_secs(2));
+        etcd_client::Client::connect(&self.endpoints, Some(opts)).await.expect("raw etcd client")
+    }
+
+    /// Member `i`'s own id and the leader it follows, or `None` if it does not answer.
+    async fn status(&self, i: usize) -> Option<(u64, u64)> {
+        let opts =
+            ConnectOptions::new().with_connect_timeout(Duration::from_secs(1)).with_timeout(Duration::from_secs(1));
+        let asking = async {
+            let mut one = etcd_client::Client::connect([self.endpoints[i].as_str()], Some(opts)).await.ok()?;
+            let status = one.status().await.ok()?;
+            Some((status.header()?.member_id(), status.leader()))
+        };
+        timeout(Duration::from_secs(2), asking).await.ok().flatten()
+    }
+
+    /// Polls until every member of `among` answers and all follow the same leader, one of them; returns its index.
+    async fn leader(&self, among: &[usize]) -> usize {
+        let deadline = Instant::now() + BOUND;
+        loop {
+            let mut seen = Vec::new();
+            for &i in among {
+                seen.push((i, self.status(i).await));
+            }
+            let ids: Vec<_> = seen.iter().filter_map(|(i, s)| s.map(|(id, _)| (*i, id))).collect();
+            let leaders: Vec<_> = seen.iter().filter_map(|(_, s)| s.map(|(_, leader)| leader)).collect();
+            if ids.len() == among.len()
+                && leaders.iter().all(|&l| l != 0 && l == leaders[0])
+                && let Some(&(i, _)) = ids.iter().find(|(_, id)| *id == leaders[0])
+            {
+                return i;
+            }
+            assert!(Instant::now() < deadline, "members {among:?} agreed on no leader within {BOUND:?}: {seen:?}");
+            sleep(POLL).await;
+        }
+    }
+
+    /// Starts members an earlier run killed and could not start again.
+    async fn revive_dead(&self) {
+        for i in 0..3 {
+            let pid = std::fs::read_to_string(Self::member_path(&self.pidfile, i)).unwrap();
+            if !is_running(pid.trim()) {
+                Revive { script: Self::member_path(&self.restart, i), armed: true }.run().await;
+            }
+        }
+    }
+
+    /// SIGKILLs member `i` after checking the pid is that member's etcd, and waits until it is gone.
+    async fn kill(&self, i: usize) -> Revive {
+        let pidfile = Self::member_path(&self.pidfile, i);
+        let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_string();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        assert!(cmdline.contains(&format!("--name etcd-cluster-{} ", i + 1)), "pid {pid} is not member {i}: {cmdline}");
+        let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+        assert!(killed.success(), "kill -KILL {pid}");
+        let revive = Revive { script: Self::member_path(&self.restart, i), armed: true };
+        let deadline = Instant::now() + BOUND;
+        while is_running(&pid) {
+            assert!(Instant::now() < deadline, "pid {pid} outlived SIGKILL by {BOUND:?}");
+            sleep(Duration::from_millis(20)).await;
+        }
+        revive
+    }
+}
+
+/// Whether `pid` runs (a zombie has ended).
+fn is_running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X'])))
+}
+
+/// Starts a killed member again: explicitly at the end of the test, or on drop if the test failed first.
+struct Revive {
+    script: String,
+    armed: bool,
+}
+
+impl Revive {
+    async fn run(mut self) {
+        self.armed = false;
+        let out = timeout(BOUND * 2, tokio::process::Command::new(&self.script).output())
+            .await
+            .expect("the restart script returns")
+            .unwrap();
+        assert!(out.status.success(), "{}: {}", self.script, String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Revive {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = std::process::Command::new(&self.script).status();
+        }
+    }
+}
+
+/// Unavailable answers while a member was down, for the report.
+static UNAVAILABLE: AtomicUsize = AtomicUsize::new(0);
+
+/// `$op` (an awaited request), run again while it fails with Unavailable, up to `BOUND`: etcd-client balances
+/// requests over every endpoint and keeps sending some to the dead member (it has no health checks), so any request
+/// may fail that way until the member is back. The watchdog retries its renewals the same way, within the validity.
+macro_rules! retried {
+    ($op:expr) => {{
+        let deadline = Instant::now() + BOUND;
+        loop {
+            match $op {
+                Err(e) if e.kind() == ErrorKind::Unavailable && Instant::now() < deadline => {
+                    UNAVAILABLE.fetch_add(1, Ordering::SeqCst);
+                    sleep(POLL).await;
+                }
+                done => break done,
+            }
+        }
+    }};
+}
+
+/// Releases `lease`. Unavailable leaves the delete to the backend, which retries it in the background.
+async fn release(lease: &Lease) {
+    match lease.release().await {
+        Err(e) if e.kind() == ErrorKind::Unavailable => drop(UNAVAILABLE.fetch_add(1, Ordering::SeqCst)),
+        done => done.unwrap(),
+    }
+}
+
+/// Locks `name` on a client of its own and records the token while it holds.
+async fn wait_then_hold(url: String, name: String, inside: Arc<AtomicUsize>, grants: Arc<Mutex<Vec<u64>>>) {
+    let client = Client::connect(&url).await.unwrap();
+    // Each retry queues again at the end (the failed attempt's key is deleted); the order is not under test here.
+    let lease = retried!(client.lock(&name, &LockOptions::default().ttl(TTL)).await).unwrap();
+    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "a waiter got the lock while another held it");
+    grants.lock().unwrap().push(lease.fence());
+    inside.fetch_sub(1, Ordering::SeqCst);
+    release(&lease).await;
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_survives_the_leader_being_killed() {
+    let Some(cluster) = Cluster::open() else { return };
+    let members = [0, 1, 2];
+    cluster.revive_dead().await;
+    cluster.leader(&members).await;
+    let raw = cluster.raw().await;
+    let name = support::unique("fencelock-etcd-cluster-test");
+    let keys = format!("{name}/");
+    let count = |raw: etcd_client::Client| {
+        let keys = keys.clone();
+        async move {
+            let opts = GetOptions::new().with_prefix().with_count_only();
+            raw.kv_client().get(keys, Some(opts)).await.map(|r| r.count()).ok()
+        }
+    };
+
+    let holder = Client::connect(&cluster.url).await.unwrap();
+    let lease = holder.lock(&name, &LockOptions::default().ttl(TTL)).await.unwrap();
+    let inside = Arc::new(AtomicUsize::new(1));
+    let grants = Arc::new(Mutex::new(vec![lease.fence()]));
+    let waiters: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(wait_then_hold(cluster.url.clone(), name.clone(), inside.clone(), grants.clone())))
+        .collect();
+    let deadline = Instant::now() + BOUND;
+    while count(raw.clone()).await != Some(3) {
+        assert!(Instant::now() < deadline, "the waiters never queued");
+        sleep(POLL).await;
+    }
+
+    let leader = cluster.leader(&members).await;
+    let killed_at = Instant::now();
+    let revive = cluster.kill(leader).await;
+    let survivors: Vec<usize> = members.into_iter().filter(|&i| i != leader).collect();
+    let new_leader = cluster.leader(&survivors).await;
+    let election = killed_at.elapsed();
+    println!("killed member {leader} (the leader); member {new_leader} leads after {election:?}");
+    assert!(election < TTL, "the election took {election:?}, longer than the TTL");
+
+    // Had the keepalives stopped at the kill, the lease would be gone a TTL later; watch one renewal beyond that.
+    let watched_until = killed_at + TTL + TTL / 3;
+    assert!(timeout_at(watched_until, lease.lost()).await.is_err(), "the holder lost its lease over the failover");
+    assert!(lease.is_valid());
+    assert!(waiters.iter().all(|w| !w.is_finished()), "a waiter finished while the lock was held");
+    retried!(lease.renew(None).await).expect("the lease renews on the new leader");
+    let first = GetOptions::new().with_prefix().with_limit(1).with_sort(SortTarget::Create, SortOrder::Ascend);
+    let deadline = Instant::now() + BOUND;
+    let owner = loop {
+        // The raw client may still try the dead member first.
+        match raw.kv_client().get(keys.as_str(), Some(first.clone())).await {
+            Ok(found) => break found,
+            Err(e) => assert!(Instant::now() < deadline, "the cluster never answered: {e}"),
+        }
+        sleep(POLL).await;
+    };
+    assert_eq!(owner.kvs()[0].create_revision() as u64, lease.fence(), "the holder's key still comes first");
+    let fence = holder.fence(&format!("{name}-resource"));
+    retried!(fence.write(lease.fence(), b"after failover").await).unwrap();
+
+    inside.fetch_sub(1, Ordering::SeqCst);
+    release(&lease).await;
+    for w in waiters {
+        timeout(BOUND, w).await.expect("the waiters get the lock after release").unwrap();
+    }
+    let grants = grants.lock().unwrap().clone();
+    let unavailable = UNAVAILABLE.load(Ordering::SeqCst);
+    println!("fence tokens in grant order: {grants:?}; {unavailable} requests answered Unavailable and were retried");
+    assert!(grants.windows(2).all(|w| w[0] < w[1]), "tokens must rise: {grants:?}");
+    retried!(fence.write(grants[2], b"last holder").await).unwrap();
+    let err = retried!(fence.write(grants[0], b"stale").await).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "the first holder's token is stale now");
+
+    revive.run().await;
+    cluster.leader(&members).await;
+    holder.close().await;
+    let deadline = Instant::now() + BOUND;
+    while let Err(e) = raw.kv_client().delete(format!("fencelock/fence/{name}-resource"), None).await {
+        assert!(Instant::now() < deadline, "the cluster never answered: {e}");
+        sleep(POLL).await;
+    }
+    while count(raw.clone()).await != Some(0) {
+        assert!(Instant::now() < deadline, "keys left under {keys}");
+        sleep(POLL).await;
+    }
+}
