@@ -6,11 +6,12 @@
 //! remaining TTL, the bound every wait uses.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, FromRedisValue, ProtocolVersion, PushInfo, PushKind, RedisError, Script, ScriptInvocation, Value};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
@@ -84,37 +85,19 @@ pub(super) fn token_key(name: &str) -> String {
     format!("redisson_lock_token:{{{name}}}")
 }
 
+/// Where releases of lock `name` are published (Redisson's channel).
 fn channel(name: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}")
 }
 
-pub(super) fn fence_key(resource: &str) -> String {
+/// A fence register's key.
+fn fence_key(resource: &str) -> String {
     format!("fencelock_fence:{{{resource}}}")
 }
 
-#[derive(Debug)]
-struct Scripts {
-    acquire: Script,
-    renew: Script,
-    release: Script,
-    force: Script,
-    fence_write: Script,
-}
-
-/// The RESP3 connection that carries this client's subscriptions.
-#[derive(Debug, Clone)]
-struct PubSub(ConnectionManager);
-
-impl Listen for PubSub {
-    type Error = RedisError;
-
-    async fn listen(&self, channel: &str) -> Result<(), RedisError> {
-        self.0.clone().subscribe(channel).await
-    }
-
-    async fn unlisten(&self, channel: &str) {
-        let _ = self.0.clone().unsubscribe(channel).await;
-    }
+/// Errors that mean "unreachable now" rather than a bug or an unexpected reply.
+pub(super) fn is_transient(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
 }
 
 /// Routes pushed messages to the waiters of their channel.
@@ -131,16 +114,58 @@ pub(super) fn on_push(channels: &Channels, push: PushInfo) {
     }
 }
 
-/// The single-Redis backend.
+/// How one Redis deployment is reached: a single server (here) or a cluster (`redis_cluster.rs`). The scripts, the
+/// wait loop and the Redisson layout are shared; the connection, key naming and error classes are not.
+pub(crate) trait Deployment: Send + Sync + fmt::Debug + Sized + 'static {
+    /// The command connection.
+    type Conn: ConnectionLike + Clone + Send + Sync + 'static;
+    /// The RESP3 connection that carries waiters' subscriptions.
+    type PubSub: Listen<Error = RedisError> + fmt::Debug;
+    /// The command the release scripts publish with (`publish`, or `spublish` for sharded pub/sub).
+    const PUBLISH: &'static str;
+
+    /// Connects the command connection; errors are this crate's, naming the URL without secrets.
+    fn connect(url: &str, opts: &ClientOptions) -> impl Future<Output = Result<(Self, Self::Conn)>> + Send;
+    /// Connects the pub/sub connection, delivering pushes to `channels`.
+    fn open_pubsub(
+        &self,
+        opts: &ClientOptions,
+        channels: Arc<Channels>,
+    ) -> impl Future<Output = Result<Self::PubSub, RedisError>> + Send;
+    /// The fence counter of lock `name`.
+    fn token_key(name: &str) -> String;
+    /// Where releases of lock `name` are published.
+    fn channel(name: &str) -> String;
+    /// Refuses a name this deployment cannot store.
+    fn check_name(_name: &str) -> Result<()> {
+        Ok(())
+    }
+    /// Whether an error means "unreachable now".
+    fn transient(e: &RedisError) -> bool {
+        is_transient(e)
+    }
+}
+
+/// A single Redis server, through a reconnecting `ConnectionManager`.
 #[derive(Debug)]
-pub(crate) struct RedisBackend {
-    conn: ConnectionManager,
+pub(crate) struct Server {
     client: Client,
-    pubsub: OnceCell<PubSub>,
-    channels: Arc<Channels>,
-    scripts: Scripts,
-    url: String,
-    opts: ClientOptions,
+}
+
+/// The RESP3 connection that carries this client's subscriptions.
+#[derive(Debug, Clone)]
+pub(crate) struct PubSub(ConnectionManager);
+
+impl Listen for PubSub {
+    type Error = RedisError;
+
+    async fn listen(&self, channel: &str) -> Result<(), RedisError> {
+        self.0.clone().subscribe(channel).await
+    }
+
+    async fn unlisten(&self, channel: &str) {
+        let _ = self.0.clone().unsubscribe(channel).await;
+    }
 }
 
 fn manager_config(opts: &ClientOptions) -> ConnectionManagerConfig {
@@ -151,8 +176,12 @@ fn manager_config(opts: &ClientOptions) -> ConnectionManagerConfig {
         .set_response_timeout(Some(opts.request_timeout))
 }
 
-impl RedisBackend {
-    pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
+impl Deployment for Server {
+    type Conn = ConnectionManager;
+    type PubSub = PubSub;
+    const PUBLISH: &'static str = "publish";
+
+    async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ConnectionManager)> {
         let shown = redact(url);
         let client = Client::open(url).map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
         let conn = tokio::time::timeout(
@@ -162,25 +191,89 @@ impl RedisBackend {
         .await
         .map_err(|_| Error::unavailable(format!("{shown}: no connection within {:?}", opts.connect_timeout)))?
         .map_err(|e| Error::unavailable(format!("{shown}: cannot connect: {e}")))?;
-        Ok(RedisBackend {
+        Ok((Server { client }, conn))
+    }
+
+    async fn open_pubsub(&self, opts: &ClientOptions, channels: Arc<Channels>) -> Result<PubSub, RedisError> {
+        let info = self.client.get_connection_info().clone();
+        let redis = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
+        let client = Client::open(info.set_redis_settings(redis))?;
+        let config = manager_config(opts)
+            .set_push_sender(move |push: PushInfo| -> Result<(), std::convert::Infallible> {
+                on_push(&channels, push);
+                Ok(())
+            })
+            .set_automatic_resubscription();
+        ConnectionManager::new_with_config(client, config).await.map(PubSub)
+    }
+
+    fn token_key(name: &str) -> String {
+        token_key(name)
+    }
+
+    fn channel(name: &str) -> String {
+        channel(name)
+    }
+}
+
+#[derive(Debug)]
+struct Scripts {
+    acquire: Script,
+    renew: Script,
+    release: Script,
+    force: Script,
+    fence_write: Script,
+}
+
+impl Scripts {
+    fn publishing_with(command: &str) -> Self {
+        let publish = |script: &str| script.replace("redis.call('publish',", &format!("redis.call('{command}',"));
+        Scripts {
+            acquire: Script::new(ACQUIRE),
+            renew: Script::new(RENEW),
+            release: Script::new(&publish(RELEASE)),
+            force: Script::new(&publish(FORCE_RELEASE)),
+            fence_write: Script::new(FENCE_WRITE),
+        }
+    }
+}
+
+/// The Redis lock backend over one deployment; [`RedisBackend`] is the single-server one.
+pub(crate) struct RedisLock<D: Deployment> {
+    deployment: D,
+    conn: D::Conn,
+    pubsub: OnceCell<D::PubSub>,
+    channels: Arc<Channels>,
+    scripts: Scripts,
+    url: String,
+    opts: ClientOptions,
+}
+
+/// The `redis://` backend.
+pub(crate) type RedisBackend = RedisLock<Server>;
+
+impl<D: Deployment> fmt::Debug for RedisLock<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLock").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+impl<D: Deployment> RedisLock<D> {
+    pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
+        let (deployment, conn) = D::connect(url, opts).await?;
+        Ok(RedisLock {
+            deployment,
             conn,
-            client,
             pubsub: OnceCell::new(),
             channels: Arc::default(),
-            scripts: Scripts {
-                acquire: Script::new(ACQUIRE),
-                renew: Script::new(RENEW),
-                release: Script::new(RELEASE),
-                force: Script::new(FORCE_RELEASE),
-                fence_write: Script::new(FENCE_WRITE),
-            },
-            url: shown,
+            scripts: Scripts::publishing_with(D::PUBLISH),
+            url: redact(url),
             opts: opts.clone(),
         })
     }
 
     fn err(&self, e: RedisError) -> Error {
-        if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+        if D::transient(&e) {
             Error::unavailable(format!("{}: {e}", self.url))
         } else {
             Error::internal(format!("{}: unexpected reply: {e}", self.url))
@@ -188,20 +281,14 @@ impl RedisBackend {
     }
 
     /// The shared RESP3 connection that carries every waiter's subscriptions, made on first use.
-    async fn pubsub(&self) -> Result<&PubSub> {
+    async fn pubsub(&self) -> Result<&D::PubSub> {
         self.pubsub
             .get_or_try_init(|| async {
-                let info = self.client.get_connection_info().clone();
-                let redis = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
-                let client = Client::open(info.set_redis_settings(redis)).map_err(|e| self.err(e))?;
-                let channels = self.channels.clone();
-                let config = manager_config(&self.opts)
-                    .set_push_sender(move |push: PushInfo| -> Result<(), std::convert::Infallible> {
-                        on_push(&channels, push);
-                        Ok(())
-                    })
-                    .set_automatic_resubscription();
-                ConnectionManager::new_with_config(client, config).await.map(PubSub).map_err(|e| self.err(e))
+                let opening = self.deployment.open_pubsub(&self.opts, self.channels.clone());
+                tokio::time::timeout(self.opts.connect_timeout, opening)
+                    .await
+                    .map_err(|_| Error::unavailable(format!("{}: no pub/sub connection in time", self.url)))?
+                    .map_err(|e| self.err(e))
             })
             .await
     }
@@ -212,21 +299,14 @@ impl RedisBackend {
     }
 
     async fn release_script(&self, name: &str, holder: &str) -> Result<bool> {
-        let n: i64 = self
-            .scripts
-            .release
-            .key(name)
-            .key(channel(name))
-            .arg(holder)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(n == 1)
+        let mut release = self.scripts.release.key(name);
+        release.key(D::channel(name)).arg(holder);
+        Ok(self.invoke::<i64>(&release).await? == 1)
     }
 }
 
 #[async_trait]
-impl Backend for RedisBackend {
+impl<D: Deployment> Backend for RedisLock<D> {
     fn capability(&self) -> Capability {
         Capability { fencing: true, native_wait: true, fair: false, session_bound: false }
     }
@@ -236,20 +316,14 @@ impl Backend for RedisBackend {
     }
 
     async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
+        D::check_name(&req.name)?;
         // Remember which release messages were already seen, so `wait` returns at once for one that lands meanwhile.
-        if let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<PubSub>>()) {
+        if let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<D::PubSub>>()) {
             sub.mark();
         }
-        let (ok, n): (i64, i64) = self
-            .scripts
-            .acquire
-            .key(&req.name)
-            .key(token_key(&req.name))
-            .arg(ttl_ms(req.ttl))
-            .arg(&req.holder)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
+        let mut acquire = self.scripts.acquire.key(&req.name);
+        acquire.key(D::token_key(&req.name)).arg(ttl_ms(req.ttl)).arg(&req.holder);
+        let (ok, n): (i64, i64) = self.invoke(&acquire).await?;
         Ok(if ok == 1 {
             Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token: n as u64, key: None })
         } else {
@@ -270,7 +344,7 @@ impl Backend for RedisBackend {
         }
         if ticket.is_none() {
             let pubsub = self.pubsub().await?;
-            let sub = self.channels.subscribe(pubsub, channel(&req.name)).await.map_err(|e| self.err(e))?;
+            let sub = self.channels.subscribe(pubsub, D::channel(&req.name)).await.map_err(|e| self.err(e))?;
             *ticket = Some(Ticket::new(sub));
             // Subscribed after the attempt: a release in between sent no message we could see, so look once.
             let exists: bool = redis::cmd("EXISTS")
@@ -282,7 +356,7 @@ impl Backend for RedisBackend {
                 return Ok(());
             }
         }
-        let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<PubSub>>()) else {
+        let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<D::PubSub>>()) else {
             return Err(Error::internal("redis wait: foreign ticket"));
         };
         sub.wait_until(until).await;
@@ -290,16 +364,9 @@ impl Backend for RedisBackend {
     }
 
     async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
-        let n: i64 = self
-            .scripts
-            .renew
-            .key(&grant.name)
-            .arg(ttl_ms(ttl))
-            .arg(&grant.holder)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        if n == 1 { Ok(()) } else { Err(lock_lost(grant, &self.url)) }
+        let mut renew = self.scripts.renew.key(&grant.name);
+        renew.arg(ttl_ms(ttl)).arg(&grant.holder);
+        if self.invoke::<i64>(&renew).await? == 1 { Ok(()) } else { Err(lock_lost(grant, &self.url)) }
     }
 
     async fn release(&self, grant: &Grant) -> Result<()> {
@@ -307,26 +374,27 @@ impl Backend for RedisBackend {
     }
 
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        // A refused name never reached the server.
+        if D::check_name(&req.name).is_err() {
+            return Ok(());
+        }
         self.release_script(&req.name, &req.holder).await.map(drop)
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
-        let n: i64 = self
-            .scripts
-            .force
-            .key(name)
-            .key(channel(name))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(n == 1)
+        D::check_name(name)?;
+        let mut force = self.scripts.force.key(name);
+        force.key(D::channel(name));
+        Ok(self.invoke::<i64>(&force).await? == 1)
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        D::check_name(name)?;
+        // The keys of one lock share a slot, so on a cluster too this is one pipeline to one node.
         let (fields, pttl, token): (HashMap<String, i64>, i64, Option<u64>) = redis::pipe()
             .hgetall(name)
             .pttl(name)
-            .get(token_key(name))
+            .get(D::token_key(name))
             .query_async(&mut self.conn.clone())
             .await
             .map_err(|e| self.err(e))?;
@@ -339,16 +407,9 @@ impl Backend for RedisBackend {
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
-        let higher: Option<u64> = self
-            .scripts
-            .fence_write
-            .key(fence_key(resource))
-            .arg(token)
-            .arg(value)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        match higher {
+        let mut write = self.scripts.fence_write.key(fence_key(resource));
+        write.arg(token).arg(value);
+        match self.invoke::<Option<u64>>(&write).await? {
             None => Ok(()),
             Some(h) => Err(fenced(resource, &self.url, token, h)),
         }

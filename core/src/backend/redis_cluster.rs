@@ -42,24 +42,17 @@
 //! URL: `redis+cluster://[user:password@]host[:port],host[:port],…[/0]`; any listed node is a seed for discovering
 //! the rest. Connect and request timeouts are the client's (`ClientOptions`).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use async_trait::async_trait;
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::Slot;
-use redis::{ErrorKind as RedisErrorKind, ProtocolVersion, PushInfo, RedisError, Script, ServerErrorKind};
-use tokio::sync::OnceCell;
-use tokio::time::Instant;
+use redis::{ErrorKind as RedisErrorKind, ProtocolVersion, PushInfo, RedisError, ServerErrorKind};
 
-use super::redis::{ACQUIRE, FENCE_WRITE, FORCE_RELEASE, RELEASE, RENEW, fence_key, on_push};
-use super::waiters::{Channels, Listen, Subscription};
-use super::{
-    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held, ttl_ms,
-};
+use super::Backend;
+use super::redis::{Deployment, RedisLock, is_transient, on_push};
+use super::waiters::{Channels, Listen};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::url::redact;
@@ -69,7 +62,7 @@ const CLUSTER_RETRIES: u32 = 3;
 
 /// Opens a `redis+cluster://` backend.
 pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(RedisClusterBackend::connect(url, opts).await?))
+    Ok(Arc::new(RedisLock::<Cluster>::connect(url, opts).await?))
 }
 
 /// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name brings its own `{`.
@@ -113,13 +106,6 @@ fn check_name(name: &str) -> Result<()> {
     )))
 }
 
-/// The scripts of `redis://` with PUBLISH turned into SPUBLISH, so a release reaches sharded subscribers.
-fn sharded(script: &str) -> String {
-    let out = script.replace("redis.call('publish',", "redis.call('spublish',");
-    assert_ne!(out, script, "the script publishes nothing");
-    out
-}
-
 /// What a `redis+cluster://` URL says: one `redis://` URL per seed node.
 fn parse(url: &str) -> Result<Vec<String>> {
     let bad = |why: String| Error::invalid(format!("URL {:?}: {why}", redact(url)));
@@ -152,18 +138,17 @@ fn parse(url: &str) -> Result<Vec<String>> {
     Ok(nodes)
 }
 
-#[derive(Debug)]
-struct Scripts {
-    acquire: Script,
-    renew: Script,
-    release: Script,
-    force: Script,
-    fence_write: Script,
+/// Short timeouts and few retries: a dead node must cost a bounded time, not redis-rs's default backoff loop.
+fn builder(nodes: &[String], opts: &ClientOptions) -> ClusterClientBuilder {
+    ClusterClientBuilder::new(nodes.to_vec())
+        .connection_timeout(opts.connect_timeout)
+        .response_timeout(opts.request_timeout)
+        .retries(CLUSTER_RETRIES)
 }
 
 /// The RESP3 cluster connection that carries this client's sharded subscriptions.
 #[derive(Clone)]
-struct PubSub(ClusterConnection);
+pub(crate) struct PubSub(ClusterConnection);
 
 impl fmt::Debug for PubSub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -183,257 +168,60 @@ impl Listen for PubSub {
     }
 }
 
-/// The Redis Cluster backend.
-pub(crate) struct RedisClusterBackend {
-    conn: ClusterConnection,
+/// A Redis Cluster, through redis-rs's async cluster connection (slot map, MOVED/ASK redirects, reconnects).
+#[derive(Debug)]
+pub(crate) struct Cluster {
     nodes: Vec<String>,
-    pubsub: OnceCell<PubSub>,
-    channels: Arc<Channels>,
-    scripts: Scripts,
-    url: String,
-    opts: ClientOptions,
 }
 
-impl fmt::Debug for RedisClusterBackend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisClusterBackend").field("url", &self.url).finish_non_exhaustive()
-    }
-}
+impl Deployment for Cluster {
+    type Conn = ClusterConnection;
+    type PubSub = PubSub;
+    // Sharded pub/sub: the message stays on the lock's shard, where its waiters SSUBSCRIBE.
+    const PUBLISH: &'static str = "spublish";
 
-/// Short timeouts and few retries: a dead node must cost a bounded time, not redis-rs's default backoff loop.
-fn builder(nodes: &[String], opts: &ClientOptions) -> ClusterClientBuilder {
-    ClusterClientBuilder::new(nodes.to_vec())
-        .connection_timeout(opts.connect_timeout)
-        .response_timeout(opts.request_timeout)
-        .retries(CLUSTER_RETRIES)
-}
-
-impl RedisClusterBackend {
-    async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
+    async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ClusterConnection)> {
         let shown = redact(url);
         let nodes = parse(url)?;
-        let client: ClusterClient =
-            builder(&nodes, opts).build().map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
+        let client = builder(&nodes, opts).build().map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
         let conn = tokio::time::timeout(opts.connect_timeout, client.get_async_connection())
             .await
             .map_err(|_| Error::unavailable(format!("{shown}: no connection within {:?}", opts.connect_timeout)))?
             .map_err(|e| Error::unavailable(format!("{shown}: cannot connect: {e}")))?;
-        Ok(RedisClusterBackend {
-            conn,
-            nodes,
-            pubsub: OnceCell::new(),
-            channels: Arc::default(),
-            scripts: Scripts {
-                acquire: Script::new(ACQUIRE),
-                renew: Script::new(RENEW),
-                release: Script::new(&sharded(RELEASE)),
-                force: Script::new(&sharded(FORCE_RELEASE)),
-                fence_write: Script::new(FENCE_WRITE),
-            },
-            url: shown,
-            opts: opts.clone(),
-        })
+        Ok((Cluster { nodes }, conn))
     }
 
-    fn err(&self, e: RedisError) -> Error {
-        let transient = e.is_io_error()
-            || e.is_timeout()
-            || e.is_connection_dropped()
-            || e.is_connection_refusal()
+    async fn open_pubsub(&self, opts: &ClientOptions, channels: Arc<Channels>) -> Result<PubSub, RedisError> {
+        let client = builder(&self.nodes, opts)
+            .use_protocol(ProtocolVersion::RESP3)
+            .push_sender(move |push: PushInfo| -> Result<(), std::convert::Infallible> {
+                on_push(&channels, push);
+                Ok(())
+            })
+            .build()?;
+        client.get_async_connection().await.map(PubSub)
+    }
+
+    fn token_key(name: &str) -> String {
+        token_key(name)
+    }
+
+    fn channel(name: &str) -> String {
+        channel(name)
+    }
+
+    fn check_name(name: &str) -> Result<()> {
+        check_name(name)
+    }
+
+    fn transient(e: &RedisError) -> bool {
+        is_transient(e)
             || e.is_cluster_error()
             || matches!(
                 e.kind(),
                 RedisErrorKind::ClusterConnectionNotFound
                     | RedisErrorKind::Server(ServerErrorKind::MasterDown | ServerErrorKind::BusyLoading)
-            );
-        if transient {
-            Error::unavailable(format!("{}: {e}", self.url))
-        } else {
-            Error::internal(format!("{}: unexpected reply: {e}", self.url))
-        }
-    }
-
-    /// The shared RESP3 cluster connection that carries every waiter's subscriptions, made on first use.
-    async fn pubsub(&self) -> Result<&PubSub> {
-        self.pubsub
-            .get_or_try_init(|| async {
-                let channels = self.channels.clone();
-                let client = builder(&self.nodes, &self.opts)
-                    .use_protocol(ProtocolVersion::RESP3)
-                    .push_sender(move |push: PushInfo| -> Result<(), std::convert::Infallible> {
-                        on_push(&channels, push);
-                        Ok(())
-                    })
-                    .build()
-                    .map_err(|e| self.err(e))?;
-                let conn = tokio::time::timeout(self.opts.connect_timeout, client.get_async_connection())
-                    .await
-                    .map_err(|_| Error::unavailable(format!("{}: no pub/sub connection in time", self.url)))?;
-                conn.map(PubSub).map_err(|e| self.err(e))
-            })
-            .await
-    }
-
-    async fn release_script(&self, name: &str, holder: &str) -> Result<bool> {
-        let n: i64 = self
-            .scripts
-            .release
-            .key(name)
-            .key(channel(name))
-            .arg(holder)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(n == 1)
-    }
-}
-
-#[async_trait]
-impl Backend for RedisClusterBackend {
-    fn capability(&self) -> Capability {
-        Capability { fencing: true, native_wait: true, fair: false, session_bound: false }
-    }
-
-    fn describe(&self) -> &str {
-        &self.url
-    }
-
-    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
-        check_name(&req.name)?;
-        // Remember which release messages were already seen, so `wait` returns at once for one that lands meanwhile.
-        if let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<PubSub>>()) {
-            sub.mark();
-        }
-        let (ok, n): (i64, i64) = self
-            .scripts
-            .acquire
-            .key(&req.name)
-            .key(token_key(&req.name))
-            .arg(ttl_ms(req.ttl))
-            .arg(&req.holder)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(if ok == 1 {
-            Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token: n as u64, key: None })
-        } else {
-            Attempt::Busy(Busy { holder_ttl: (n >= 0).then(|| Duration::from_millis(n as u64)) })
-        })
-    }
-
-    async fn wait(
-        &self,
-        req: &AcquireRequest,
-        busy: &Busy,
-        ticket: &mut Option<Ticket>,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(Duration::from_millis(100));
-        if let Some(d) = deadline {
-            until = until.min(d);
-        }
-        if ticket.is_none() {
-            let pubsub = self.pubsub().await?;
-            let sub = self.channels.subscribe(pubsub, channel(&req.name)).await.map_err(|e| self.err(e))?;
-            *ticket = Some(Ticket::new(sub));
-            // Subscribed after the attempt: a release in between sent no message we could see, so look once.
-            let exists: bool = redis::cmd("EXISTS")
-                .arg(&req.name)
-                .query_async(&mut self.conn.clone())
-                .await
-                .map_err(|e| self.err(e))?;
-            if !exists {
-                return Ok(());
-            }
-        }
-        let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<PubSub>>()) else {
-            return Err(Error::internal("redis cluster wait: foreign ticket"));
-        };
-        sub.wait_until(until).await;
-        Ok(())
-    }
-
-    async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
-        let n: i64 = self
-            .scripts
-            .renew
-            .key(&grant.name)
-            .arg(ttl_ms(ttl))
-            .arg(&grant.holder)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        if n == 1 { Ok(()) } else { Err(lock_lost(grant, &self.url)) }
-    }
-
-    async fn release(&self, grant: &Grant) -> Result<()> {
-        if self.release_script(&grant.name, &grant.holder).await? { Ok(()) } else { Err(not_held(grant, &self.url)) }
-    }
-
-    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
-        // A refused name never reached the server.
-        if check_name(&req.name).is_err() {
-            return Ok(());
-        }
-        self.release_script(&req.name, &req.holder).await.map(drop)
-    }
-
-    async fn force_release(&self, name: &str) -> Result<bool> {
-        check_name(name)?;
-        let n: i64 = self
-            .scripts
-            .force
-            .key(name)
-            .key(channel(name))
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok(n == 1)
-    }
-
-    async fn inspect(&self, name: &str) -> Result<LockInfo> {
-        check_name(name)?;
-        // One slot, so one pipeline to one master.
-        let (fields, pttl, token): (HashMap<String, i64>, i64, Option<u64>) = redis::pipe()
-            .hgetall(name)
-            .pttl(name)
-            .get(token_key(name))
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        let holder = fields.into_keys().next();
-        Ok(LockInfo {
-            remaining: holder.as_ref().and((pttl >= 0).then(|| Duration::from_millis(pttl as u64))),
-            holder,
-            last_token: token,
-        })
-    }
-
-    async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
-        let higher: Option<u64> = self
-            .scripts
-            .fence_write
-            .key(fence_key(resource))
-            .arg(token)
-            .arg(value)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        match higher {
-            None => Ok(()),
-            Some(h) => Err(fenced(resource, &self.url, token, h)),
-        }
-    }
-
-    async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
-        let (token, value): (Option<u64>, Option<Vec<u8>>) = redis::cmd("HMGET")
-            .arg(fence_key(resource))
-            .arg("token")
-            .arg("value")
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        Ok((token.unwrap_or(0), value.unwrap_or_default()))
+            )
     }
 }
 
@@ -488,11 +276,5 @@ mod tests {
             assert!(err.message().contains(says), "{url}: {err}");
             assert!(!err.message().contains("secret"), "{err}");
         }
-    }
-
-    #[test]
-    fn releases_publish_sharded() {
-        assert!(sharded(RELEASE).contains("redis.call('spublish', KEYS[2], 0)"));
-        assert!(sharded(FORCE_RELEASE).contains("redis.call('spublish', KEYS[2], 0)"));
     }
 }
