@@ -247,3 +247,24 @@ async fn unreachable_endpoints_are_unavailable_within_the_connect_timeout() {
         assert!(started.elapsed() < Duration::from_secs(2), "{url}: took {:?}", started.elapsed());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_first_endpoint_fails_over_to_the_next() {
+    let Some(etcd) = Etcd::open().await else { return };
+    // A port that was just free: nothing listens there, so connecting is refused.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap().port();
+    let url = format!("etcd://127.0.0.1:{closed},{}", etcd.endpoint);
+    let started = Instant::now();
+    let client = Client::connect(&url).await.unwrap();
+    let name = etcd.name("failover");
+    let lease = client.lock(&name, &LockOptions::default()).await.unwrap();
+    lease.renew(None).await.unwrap();
+    let fence = client.fence(&format!("{name}-resource"));
+    fence.write(lease.fence(), b"through the second endpoint").await.unwrap();
+    assert_eq!(fence.read().await.unwrap(), (lease.fence(), b"through the second endpoint".to_vec()));
+    lease.release().await.unwrap();
+    assert!(started.elapsed() < BOUND, "took {:?}", started.elapsed());
+    client.close().await;
+    etcd.raw.kv_client().delete(format!("fencelock/fence/{name}-resource"), None).await.unwrap();
+    etcd.assert_clean().await;
+}

@@ -1,7 +1,9 @@
 //! Failover on the 3-member etcd cluster of `FENCELOCK_TEST_ETCD_CLUSTER` (scripts/services.sh): the leader is killed
 //! with SIGKILL while a lock is held and two other clients wait for it. The holder's lease outlives the election (a
 //! new leader extends every lease), nobody else holds meanwhile, and after the release the lock passes on with larger
-//! fence tokens. The killed member is started again, so later tests and runs see three members.
+//! fence tokens. The clients list the leader first, so the member they all talk to is the one that dies: they fail
+//! over to the others without a single Unavailable. The killed member is started again, so later tests and runs see
+//! three members.
 
 mod support;
 
@@ -10,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{ConnectOptions, GetOptions, SortOrder, SortTarget};
-use fencelock::{Client, ErrorKind, Lease, LockOptions};
+use fencelock::{Client, ErrorKind, LockOptions};
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
 /// The lock's TTL: the holder's lease must survive an election shorter than this.
@@ -22,7 +24,6 @@ const POLL: Duration = Duration::from_millis(100);
 
 /// The cluster as scripts/services.sh describes it.
 struct Cluster {
-    url: String,
     endpoints: Vec<String>,
     /// `…/etcd-cluster-N.pid`: member N's current pid (a restart writes the new one).
     pidfile: String,
@@ -40,7 +41,6 @@ impl Cluster {
         Some(Cluster {
             pidfile: var("FENCELOCK_TEST_ETCD_CLUSTER_PIDFILE"),
             restart: var("FENCELOCK_TEST_ETCD_CLUSTER_RESTART"),
-            url,
             endpoints,
         })
     }
@@ -48,6 +48,13 @@ impl Cluster {
     /// Member `i` (0-based) is member `i + 1` of services.sh.
     fn member_path(pattern: &str, i: usize) -> String {
         pattern.replace("-N.", &format!("-{}.", i + 1))
+    }
+
+    /// The fencelock URL with member `first` listed first: the endpoint a new client prefers.
+    fn url_with_first(&self, first: usize) -> String {
+        let mut order = vec![self.endpoints[first].clone()];
+        order.extend(self.endpoints.iter().enumerate().filter(|&(i, _)| i != first).map(|(_, e)| e.clone()));
+        format!("etcd://{}", order.join(","))
     }
 
     /// A raw client of the whole cluster, for reading keys behind fencelock's back.
@@ -150,44 +157,14 @@ impl Drop for Revive {
     }
 }
 
-/// Unavailable answers while a member was down, for the report.
-static UNAVAILABLE: AtomicUsize = AtomicUsize::new(0);
-
-/// `$op` (an awaited request), run again while it fails with Unavailable, up to `BOUND`: etcd-client balances
-/// requests over every endpoint and keeps sending some to the dead member (it has no health checks), so any request
-/// may fail that way until the member is back. The watchdog retries its renewals the same way, within the validity.
-macro_rules! retried {
-    ($op:expr) => {{
-        let deadline = Instant::now() + BOUND;
-        loop {
-            match $op {
-                Err(e) if e.kind() == ErrorKind::Unavailable && Instant::now() < deadline => {
-                    UNAVAILABLE.fetch_add(1, Ordering::SeqCst);
-                    sleep(POLL).await;
-                }
-                done => break done,
-            }
-        }
-    }};
-}
-
-/// Releases `lease`. Unavailable leaves the delete to the backend, which retries it in the background.
-async fn release(lease: &Lease) {
-    match lease.release().await {
-        Err(e) if e.kind() == ErrorKind::Unavailable => drop(UNAVAILABLE.fetch_add(1, Ordering::SeqCst)),
-        done => done.unwrap(),
-    }
-}
-
 /// Locks `name` on a client of its own and records the token while it holds.
 async fn wait_then_hold(url: String, name: String, inside: Arc<AtomicUsize>, grants: Arc<Mutex<Vec<u64>>>) {
     let client = Client::connect(&url).await.unwrap();
-    // Each retry queues again at the end (the failed attempt's key is deleted); the order is not under test here.
-    let lease = retried!(client.lock(&name, &LockOptions::default().ttl(TTL)).await).unwrap();
+    let lease = client.lock(&name, &LockOptions::default().ttl(TTL)).await.unwrap();
     assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "a waiter got the lock while another held it");
     grants.lock().unwrap().push(lease.fence());
     inside.fetch_sub(1, Ordering::SeqCst);
-    release(&lease).await;
+    lease.release().await.unwrap();
     client.close().await;
 }
 
@@ -208,12 +185,14 @@ async fn a_held_lock_survives_the_leader_being_killed() {
         }
     };
 
-    let holder = Client::connect(&cluster.url).await.unwrap();
+    // Every client prefers the first endpoint listed: the leader, about to be killed.
+    let url = cluster.url_with_first(cluster.leader(&members).await);
+    let holder = Client::connect(&url).await.unwrap();
     let lease = holder.lock(&name, &LockOptions::default().ttl(TTL)).await.unwrap();
     let inside = Arc::new(AtomicUsize::new(1));
     let grants = Arc::new(Mutex::new(vec![lease.fence()]));
     let waiters: Vec<_> = (0..2)
-        .map(|_| tokio::spawn(wait_then_hold(cluster.url.clone(), name.clone(), inside.clone(), grants.clone())))
+        .map(|_| tokio::spawn(wait_then_hold(url.clone(), name.clone(), inside.clone(), grants.clone())))
         .collect();
     let deadline = Instant::now() + BOUND;
     while count(raw.clone()).await != Some(3) {
@@ -235,7 +214,7 @@ async fn a_held_lock_survives_the_leader_being_killed() {
     assert!(timeout_at(watched_until, lease.lost()).await.is_err(), "the holder lost its lease over the failover");
     assert!(lease.is_valid());
     assert!(waiters.iter().all(|w| !w.is_finished()), "a waiter finished while the lock was held");
-    retried!(lease.renew(None).await).expect("the lease renews on the new leader");
+    lease.renew(None).await.expect("the lease renews on the new leader");
     let first = GetOptions::new().with_prefix().with_limit(1).with_sort(SortTarget::Create, SortOrder::Ascend);
     let deadline = Instant::now() + BOUND;
     let owner = loop {
@@ -248,19 +227,18 @@ async fn a_held_lock_survives_the_leader_being_killed() {
     };
     assert_eq!(owner.kvs()[0].create_revision() as u64, lease.fence(), "the holder's key still comes first");
     let fence = holder.fence(&format!("{name}-resource"));
-    retried!(fence.write(lease.fence(), b"after failover").await).unwrap();
+    fence.write(lease.fence(), b"after failover").await.unwrap();
 
     inside.fetch_sub(1, Ordering::SeqCst);
-    release(&lease).await;
+    lease.release().await.unwrap();
     for w in waiters {
         timeout(BOUND, w).await.expect("the waiters get the lock after release").unwrap();
     }
     let grants = grants.lock().unwrap().clone();
-    let unavailable = UNAVAILABLE.load(Ordering::SeqCst);
-    println!("fence tokens in grant order: {grants:?}; {unavailable} requests answered Unavailable and were retried");
+    println!("fence tokens in grant order: {grants:?}");
     assert!(grants.windows(2).all(|w| w[0] < w[1]), "tokens must rise: {grants:?}");
-    retried!(fence.write(grants[2], b"last holder").await).unwrap();
-    let err = retried!(fence.write(grants[0], b"stale").await).unwrap_err();
+    fence.write(grants[2], b"last holder").await.unwrap();
+    let err = fence.write(grants[0], b"stale").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Fenced, "the first holder's token is stale now");
 
     revive.run().await;

@@ -16,6 +16,7 @@
 //! An uncontended acquire + release is two round trips (the Txn, the delete), plus one lease grant per client and TTL.
 
 mod keys;
+mod rpc;
 mod session;
 
 use std::sync::Arc;
@@ -23,14 +24,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client as EtcdClient, Compare, CompareOp, ConnectOptions, Error as EtcdError, EventType, GetOptions, KeyValue,
-    KvClient, LeaseClient, PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchClient,
-    WatchOptions,
+    Compare, CompareOp, ConnectOptions, Error as EtcdError, EventType, GetOptions, KeyValue, PutOptions, SortOrder,
+    SortTarget, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchOptions,
 };
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use self::keys::{Keys, Queued, delete_own};
+use self::rpc::Rpc;
 use self::session::{Refresh, Session, Sessions};
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
 use crate::error::{Error, Result};
@@ -127,25 +128,12 @@ fn is_lease_not_found(e: &EtcdError) -> bool {
 /// The etcd backend.
 #[derive(Debug)]
 pub(crate) struct EtcdBackend {
-    rpc: Rpc,
+    rpc: Arc<Rpc>,
     sessions: Sessions,
     keys: Arc<Keys>,
     handle: Option<Handle>,
     url: String,
     request_timeout: Duration,
-}
-
-/// The etcd services (their clients lack `Debug`).
-struct Rpc {
-    kv: KvClient,
-    watch: WatchClient,
-    lease: LeaseClient,
-}
-
-impl std::fmt::Debug for Rpc {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Rpc")
-    }
 }
 
 impl EtcdBackend {
@@ -160,19 +148,19 @@ impl EtcdBackend {
             options = options.with_user(user, password);
         }
         let unavailable = |what: String| Error::unavailable(format!("{shown}: {what}"));
-        let connecting = async {
-            let client = EtcdClient::connect(&target.endpoints, Some(options)).await?;
-            // The channel connects lazily: one read proves an endpoint answers.
-            client.kv_client().get("fencelock/", Some(GetOptions::new().with_count_only())).await?;
-            Ok::<_, EtcdError>(client)
+        let rpc = Arc::new(Rpc::new(target.endpoints, options, opts.request_timeout));
+        // Channels connect lazily: one read proves an endpoint answers (the first listed that does).
+        let probe = |c: etcd_client::Client| async move {
+            c.kv_client().get("fencelock/", Some(GetOptions::new().with_count_only())).await
         };
-        let client = tokio::time::timeout(opts.connect_timeout, connecting)
+        let connecting = rpc.call_on(opts.connect_timeout, probe);
+        tokio::time::timeout(opts.connect_timeout, connecting)
             .await
             .map_err(|_| unavailable(format!("no answer within {:?}", opts.connect_timeout)))?
             .map_err(|e| unavailable(format!("cannot connect: {e}")))?;
         Ok(EtcdBackend {
-            rpc: Rpc { kv: client.kv_client(), watch: client.watch_client(), lease: client.lease_client() },
-            sessions: Sessions::new(client.lease_client()),
+            sessions: Sessions::new(rpc.clone()),
+            rpc,
             keys: Arc::default(),
             handle: Handle::try_current().ok(),
             url: shown,
@@ -203,7 +191,7 @@ impl EtcdBackend {
                 TxnOp::get(prefix.as_str(), Some(first_created())),
             ])
             .or_else([TxnOp::get(key, None), TxnOp::get(prefix.as_str(), Some(first_created()))]);
-        let resp = self.rpc.kv.clone().txn(txn).await?;
+        let resp = self.rpc.txn(txn).await?;
         let mine = if resp.succeeded() {
             header_revision(resp.header())
         } else {
@@ -220,7 +208,7 @@ impl EtcdBackend {
         let txn = Txn::new()
             .when([Compare::create_revision(key, CompareOp::Equal, rev)])
             .and_then([TxnOp::get(prefix.as_str(), Some(first_created()))]);
-        let resp = self.rpc.kv.clone().txn(txn).await?;
+        let resp = self.rpc.txn(txn).await?;
         Ok(resp.succeeded().then(|| range(&resp, 0).first().map_or(0, KeyValue::create_revision)))
     }
 
@@ -234,14 +222,21 @@ impl EtcdBackend {
     /// Waits until `key` is deleted at a revision after `after`, or its watch ends.
     async fn watch_delete(&self, key: &[u8], after: i64) -> Result<()> {
         let opts = WatchOptions::new().with_start_revision(after + 1);
-        let mut stream = self.rpc.watch.clone().watch(key, Some(opts)).await.map_err(|e| self.err(e))?;
+        let opening = |c: etcd_client::Client| {
+            let opts = opts.clone();
+            async move { c.watch_client().watch(key, Some(opts)).await }
+        };
+        let (endpoint, mut stream) = self.rpc.open(opening).await.map_err(|e| self.err(e))?;
         loop {
             match stream.message().await {
                 Ok(Some(resp)) if resp.canceled() => return Ok(()),
                 Ok(Some(resp)) if resp.events().iter().any(|e| e.event_type() == EventType::Delete) => return Ok(()),
                 Ok(Some(_)) => {}
-                // A broken watch: the caller's next Txn finds out where things stand.
-                Ok(None) | Err(_) => return Ok(()),
+                // A broken watch: the caller's next Txn (on the next endpoint) finds out where things stand.
+                Ok(None) | Err(_) => {
+                    self.rpc.demote(endpoint);
+                    return Ok(());
+                }
             }
         }
     }
@@ -250,7 +245,7 @@ impl EtcdBackend {
         let mut stored = token.to_be_bytes().to_vec();
         stored.extend_from_slice(value);
         let resource = &key[FENCE_PREFIX.len()..];
-        let mut current = self.rpc.kv.clone().get(key, None).await.map_err(|e| self.err(e))?.take_kvs();
+        let mut current = self.rpc.get(key, None).await.map_err(|e| self.err(e))?.take_kvs();
         // Compare-and-swap on ModRevision; a lost race re-reads in the same Txn and tries again.
         loop {
             let seen = current.first().map_or(0, KeyValue::mod_revision);
@@ -264,7 +259,7 @@ impl EtcdBackend {
                 .when([Compare::mod_revision(key, CompareOp::Equal, seen)])
                 .and_then([TxnOp::put(key, stored.clone(), None)])
                 .or_else([TxnOp::get(key, None)]);
-            let resp = self.rpc.kv.clone().txn(txn).await.map_err(|e| self.err(e))?;
+            let resp = self.rpc.txn(txn).await.map_err(|e| self.err(e))?;
             if resp.succeeded() {
                 return Ok(());
             }
@@ -306,7 +301,7 @@ impl Backend for EtcdBackend {
                 *ticket = Some(Ticket::new(Queued::new(
                     key.clone(),
                     self.keys.clone(),
-                    self.rpc.kv.clone(),
+                    self.rpc.clone(),
                     self.handle.clone(),
                 )));
             }
@@ -352,13 +347,8 @@ impl Backend for EtcdBackend {
             return Err(Error::internal("etcd wait: no queue entry"));
         };
         let waiting = async {
-            let mut found = self
-                .rpc
-                .kv
-                .clone()
-                .get(prefix_of(&req.name), Some(created_before(rev)))
-                .await
-                .map_err(|e| self.err(e))?;
+            let mut found =
+                self.rpc.get(prefix_of(&req.name), Some(created_before(rev))).await.map_err(|e| self.err(e))?;
             let at = header_revision(found.header());
             let Some(predecessor) = found.take_kvs().into_iter().next() else {
                 return Ok(());
@@ -376,8 +366,7 @@ impl Backend for EtcdBackend {
         let Some((key, session)) = self.session_of(grant).await else {
             return Err(lock_lost(grant, &self.url));
         };
-        let mut kv = self.rpc.kv.clone();
-        let (found, refresh) = tokio::join!(kv.get(key.as_str(), None), session.refresh(self.request_timeout));
+        let (found, refresh) = tokio::join!(self.rpc.get(key.as_str(), None), session.refresh(self.request_timeout));
         let found = found.map_err(|e| self.err(e))?;
         let ours = found
             .kvs()
@@ -396,7 +385,7 @@ impl Backend for EtcdBackend {
 
     async fn release(&self, grant: &Grant) -> Result<()> {
         let Some(key) = grant.key.as_deref() else { return Err(not_held(grant, &self.url)) };
-        let deleted = self.keys.start_delete(key).run(self.rpc.kv.clone(), grant.token as i64).await;
+        let deleted = self.keys.start_delete(key).run(self.rpc.clone(), grant.token as i64).await;
         if deleted.map_err(|e| self.err(e))? { Ok(()) } else { Err(not_held(grant, &self.url)) }
     }
 
@@ -406,27 +395,25 @@ impl Backend for EtcdBackend {
         let key = key_of(&req.name, session.id);
         // A live entry or a delete in flight means the queue entry's own cleanup owns the key.
         let Some(deletion) = self.keys.start_delete_if_unused(&key) else { return Ok(()) };
-        deletion.run(self.rpc.kv.clone(), 0).await.map(drop).map_err(|e| self.err(e))
+        deletion.run(self.rpc.clone(), 0).await.map(drop).map_err(|e| self.err(e))
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
-        let mut owner =
-            self.rpc.kv.clone().get(prefix_of(name), Some(first_created())).await.map_err(|e| self.err(e))?;
+        let mut owner = self.rpc.get(prefix_of(name), Some(first_created())).await.map_err(|e| self.err(e))?;
         let Some(kv) = owner.take_kvs().into_iter().next() else { return Ok(false) };
         let key = String::from_utf8_lossy(kv.key()).into_owned();
-        delete_own(&mut self.rpc.kv.clone(), &key, kv.create_revision()).await.map_err(|e| self.err(e))
+        delete_own(&self.rpc, &key, kv.create_revision()).await.map_err(|e| self.err(e))
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
-        let mut owner =
-            self.rpc.kv.clone().get(prefix_of(name), Some(first_created())).await.map_err(|e| self.err(e))?;
+        let mut owner = self.rpc.get(prefix_of(name), Some(first_created())).await.map_err(|e| self.err(e))?;
         let Some(kv) = owner.take_kvs().into_iter().next() else {
             return Ok(LockInfo { holder: None, remaining: None, last_token: None });
         };
         let remaining = match kv.lease() {
             0 => None,
             lease => {
-                let found = self.rpc.lease.clone().time_to_live(lease, None).await.map_err(|e| self.err(e))?;
+                let found = self.rpc.time_to_live(lease).await.map_err(|e| self.err(e))?;
                 (found.ttl() >= 0).then(|| Duration::from_secs(found.ttl() as u64))
             }
         };
@@ -442,8 +429,7 @@ impl Backend for EtcdBackend {
     }
 
     async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
-        let mut found =
-            self.rpc.kv.clone().get(format!("{FENCE_PREFIX}{resource}"), None).await.map_err(|e| self.err(e))?;
+        let mut found = self.rpc.get(format!("{FENCE_PREFIX}{resource}"), None).await.map_err(|e| self.err(e))?;
         match found.take_kvs().first() {
             Some(kv) => decode_fence(kv.value()).map_err(|m| Error::internal(format!("{}: {m}", self.url))),
             None => Ok((0, Vec::new())),

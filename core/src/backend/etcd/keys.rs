@@ -7,9 +7,11 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{Compare, CompareOp, KvClient, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use tokio::runtime::Handle;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+
+use super::rpc::Rpc;
 
 /// What this client is doing with one of its keys.
 #[derive(Debug)]
@@ -41,24 +43,24 @@ impl Deletion {
     /// Deletes the key if it is the one made at `rev` (any version of it when `rev` is 0: the reply that would have
     /// told us the revision was lost). Whether it was deleted. On failure the attempts go on in the background, as
     /// the key's lease is kept alive: a key left behind would block the lock until this client closes.
-    pub(super) async fn run(self, mut kv: KvClient, rev: i64) -> Result<bool, etcd_client::Error> {
-        match delete_own(&mut kv, &self.key, rev).await {
+    pub(super) async fn run(self, rpc: Arc<Rpc>, rev: i64) -> Result<bool, etcd_client::Error> {
+        match delete_own(&rpc, &self.key, rev).await {
             Ok(deleted) => {
                 self.finish();
                 Ok(deleted)
             }
             Err(e) => {
-                tokio::spawn(self.retry(kv, rev));
+                tokio::spawn(self.retry(rpc, rev));
                 Err(e)
             }
         }
     }
 
-    async fn retry(self, mut kv: KvClient, rev: i64) {
+    async fn retry(self, rpc: Arc<Rpc>, rev: i64) {
         let mut nap = RETRY_FIRST;
         loop {
             tokio::time::sleep(nap).await;
-            if delete_own(&mut kv, &self.key, rev).await.is_ok() {
+            if delete_own(&rpc, &self.key, rev).await.is_ok() {
                 break;
             }
             nap = (nap * 2).min(RETRY_MAX);
@@ -125,7 +127,7 @@ pub(super) struct Queued {
     pub(super) rev: i64,
     armed: bool,
     keys: Arc<Keys>,
-    kv: KvClient,
+    rpc: Arc<Rpc>,
     handle: Option<Handle>,
 }
 
@@ -137,8 +139,8 @@ impl fmt::Debug for Queued {
 
 impl Queued {
     /// An entry for `key`, claimed in the table by the caller.
-    pub(super) fn new(key: String, keys: Arc<Keys>, kv: KvClient, handle: Option<Handle>) -> Self {
-        Queued { key, rev: 0, armed: true, keys, kv, handle }
+    pub(super) fn new(key: String, keys: Arc<Keys>, rpc: Arc<Rpc>, handle: Option<Handle>) -> Self {
+        Queued { key, rev: 0, armed: true, keys, rpc, handle }
     }
 
     /// The key became the lock: it outlives the queue entry and is deleted by `release`.
@@ -153,9 +155,9 @@ impl Drop for Queued {
             return;
         }
         let deletion = self.keys.start_delete(&self.key);
-        let (kv, key, rev) = (self.kv.clone(), self.key.clone(), self.rev);
+        let (rpc, key, rev) = (self.rpc.clone(), self.key.clone(), self.rev);
         let task = async move {
-            if let Err(e) = deletion.run(kv, rev).await {
+            if let Err(e) = deletion.run(rpc, rev).await {
                 tracing::warn!(%key, error = %e, "could not delete an abandoned queue key yet; retrying");
             }
         };
@@ -167,13 +169,13 @@ impl Drop for Queued {
 }
 
 /// Deletes `key` if it is the one made at `rev` (any version of it when `rev` is 0). Whether it was deleted.
-pub(super) async fn delete_own(kv: &mut KvClient, key: &str, rev: i64) -> Result<bool, etcd_client::Error> {
+pub(super) async fn delete_own(rpc: &Rpc, key: &str, rev: i64) -> Result<bool, etcd_client::Error> {
     let txn = if rev == 0 {
         Txn::new().and_then([TxnOp::delete(key, None)])
     } else {
         Txn::new().when([Compare::create_revision(key, CompareOp::Equal, rev)]).and_then([TxnOp::delete(key, None)])
     };
-    let resp = kv.txn(txn).await?;
+    let resp = rpc.txn(txn).await?;
     let deleted =
         resp.op_responses().into_iter().any(|r| matches!(r, etcd_client::TxnOpResponse::Delete(d) if d.deleted() > 0));
     Ok(resp.succeeded() && deleted)

@@ -7,10 +7,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Error as EtcdError, LeaseClient};
+use etcd_client::Error as EtcdError;
 use tokio::sync::{Mutex, Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+use super::rpc::Rpc;
 
 /// What the keepalive task reports and listens to.
 #[derive(Debug)]
@@ -72,7 +74,7 @@ impl Session {
 
 /// The sessions of one client, by TTL in whole seconds.
 pub(super) struct Sessions {
-    lease: LeaseClient,
+    rpc: Arc<Rpc>,
     // An async mutex: two first acquires with the same TTL must not both grant a lease.
     map: Mutex<HashMap<i64, Arc<Session>>>,
 }
@@ -89,8 +91,8 @@ fn ttl_secs(ttl: Duration) -> i64 {
 }
 
 impl Sessions {
-    pub(super) fn new(lease: LeaseClient) -> Self {
-        Sessions { lease, map: Mutex::default() }
+    pub(super) fn new(rpc: Arc<Rpc>) -> Self {
+        Sessions { rpc, map: Mutex::default() }
     }
 
     /// The live session for `ttl`, granting a lease and starting its keepalives if there is none.
@@ -101,11 +103,11 @@ impl Sessions {
             return Ok(s.clone());
         }
         let sent = Instant::now();
-        let granted = self.lease.clone().grant(secs, None).await?;
+        let granted = self.rpc.grant(secs).await?;
         // The server may raise a TTL below its minimum; keepalives follow what it granted.
         let period = Duration::from_secs(granted.ttl().max(1) as u64) / 3;
         let beat = Arc::new(Beat { acked: watch::Sender::new(Some(sent)), poke: Notify::new() });
-        let task = tokio::spawn(keep_alive(self.lease.clone(), granted.id(), period, beat.clone()));
+        let task = tokio::spawn(keep_alive(self.rpc.clone(), granted.id(), period, beat.clone()));
         let session = Arc::new(Session { id: granted.id(), beat, task });
         map.insert(secs, session.clone());
         Ok(session)
@@ -131,7 +133,7 @@ impl Sessions {
         let sessions: Vec<_> = self.map.lock().await.drain().map(|(_, s)| s).collect();
         for s in sessions {
             s.task.abort();
-            if let Err(e) = self.lease.clone().revoke(s.id).await {
+            if let Err(e) = self.rpc.revoke(s.id).await {
                 tracing::debug!(lease = %format_args!("{:x}", s.id), error = %e, "lease revoke failed; it expires after its TTL");
             }
         }
@@ -139,21 +141,23 @@ impl Sessions {
 }
 
 /// Keeps lease `id` alive: a keepalive every `period` (a third of the TTL) or when poked, reopening the stream
-/// after errors, until the server says the lease is gone.
-async fn keep_alive(mut lease: LeaseClient, id: i64, period: Duration, beat: Arc<Beat>) {
+/// after errors, until the server says the lease is gone. The lease is cluster-wide, so a keepalive through any member
+/// keeps it: a broken stream demotes its endpoint and reopens on the next.
+async fn keep_alive(rpc: Arc<Rpc>, id: i64, period: Duration, beat: Arc<Beat>) {
     let retry = (period / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
     loop {
         let sent = Instant::now();
-        let (mut keeper, mut stream) = match lease.keep_alive(id).await {
-            Ok(pair) => pair,
-            // The client reports a missing lease as a keepalive error with TTL ≤ 0 in the first reply.
-            Err(EtcdError::LeaseKeepAliveError(_)) => break,
-            Err(e) => {
-                tracing::debug!(lease = %format_args!("{id:x}"), error = %e, "keepalive stream failed; reopening");
-                tokio::time::sleep(retry).await;
-                continue;
-            }
-        };
+        let (endpoint, (mut keeper, mut stream)) =
+            match rpc.open(|c| async move { c.lease_client().keep_alive(id).await }).await {
+                Ok(opened) => opened,
+                // The client reports a missing lease as a keepalive error with TTL ≤ 0 in the first reply.
+                Err(EtcdError::LeaseKeepAliveError(_)) => break,
+                Err(e) => {
+                    tracing::debug!(lease = %format_args!("{id:x}"), error = %e, "keepalive stream failed; reopening");
+                    tokio::time::sleep(retry).await;
+                    continue;
+                }
+            };
         // Opening the stream sent one keepalive and consumed its acknowledgement.
         beat.acked.send_replace(Some(sent));
         let mut unanswered = VecDeque::new();
@@ -173,11 +177,15 @@ async fn keep_alive(mut lease: LeaseClient, id: i64, period: Duration, beat: Arc
                         beat.acked.send_replace(None);
                         return;
                     }
-                    Ok(None) | Err(_) => break,
+                    Ok(None) | Err(_) => {
+                        rpc.demote(endpoint);
+                        break;
+                    }
                 },
             }
             let now = Instant::now();
             if keeper.keep_alive().await.is_err() {
+                rpc.demote(endpoint);
                 break;
             }
             unanswered.push_back(now);
