@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, Callable, List, Optional, Tuple, Type
 
 from . import _native
-from ._common import DEFAULT_TTL, Capability, LockInfo, capability, lock_info
+from ._common import DEFAULT_TTL, Capability, FenceView, LeaseView, LockInfo, capability, lock_info
 from .errors import (
     Cancelled,
     Closed,
@@ -206,44 +206,19 @@ class LostSignal:
         return f"<fencelock.LostSignal {'set' if self.is_set() else 'unset'}>"
 
 
-class Lease:
+class Lease(LeaseView):
     """A held lock: its fencing token, renewal, release and loss signal.
 
     A context manager that releases it: ``with client.lock("x") as lease:``. Any thread may renew or release it.
     """
 
-    __slots__ = ("_native", "_released", "lost")
+    __slots__ = ("_released", "lost")
 
     def __init__(self, native: _native.Lease) -> None:
         self._native = native
         self._released = False
         self.lost = LostSignal(native)
         """Set when the lease is lost: expired, taken, or not renewed in time (see :class:`LostSignal`)."""
-
-    @property
-    def name(self) -> str:
-        """The lock name."""
-        return self._native.name
-
-    @property
-    def fence(self) -> int:
-        """The fencing token: larger than every earlier grant's on this lock and backend. Readable after release."""
-        return self._native.fence
-
-    @property
-    def holder(self) -> str:
-        """The holder id written to the backend, ``<client id>:<owner>``."""
-        return self._native.holder
-
-    @property
-    def remaining(self) -> float:
-        """Seconds left before the lease's validity ends unless renewed (the watchdog renews it)."""
-        return self._native.remaining()
-
-    @property
-    def valid(self) -> bool:
-        """Whether the lease is still ours by our own clock: not released, not lost, validity not passed."""
-        return self._native.is_valid()
 
     def renew(self, ttl: Optional[float] = None) -> None:
         """Extends the lease to ``ttl`` seconds from now (its current TTL if ``None``).
@@ -293,22 +268,12 @@ class Lease:
         except LockError:
             pass
 
-    def __repr__(self) -> str:
-        return f"<fencelock.Lease {self.name!r} fence={self.fence}>"
 
 
-class Fence:
+class Fence(FenceView):
     """A fenced register on the resource side: it rejects writes whose token is older than one it accepted."""
 
-    __slots__ = ("_native",)
-
-    def __init__(self, native: _native.Fence) -> None:
-        self._native = native
-
-    @property
-    def resource(self) -> str:
-        """The resource name."""
-        return self._native.resource
+    __slots__ = ()
 
     def write(self, token: int, value: bytes) -> None:
         """Stores ``value`` if ``token`` ≥ the highest token accepted so far (raising it); :class:`Fenced` if older."""

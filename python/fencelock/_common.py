@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from . import _native
+from . import _native as native
 
 DEFAULT_TTL: float = _native.DEFAULT_TTL
 """Lease time to live when none is given, in seconds (30)."""
@@ -35,6 +36,55 @@ class LockInfo:
     """Seconds left on the holder's record, if known."""
     last_token: Optional[int]
     """The last fencing token handed out for the name, if any."""
+
+
+class LeaseView:
+    """The read-only side of a lease, shared by :class:`fencelock.Lease` and :class:`fencelock.aio.Lease`."""
+
+    __slots__ = ("_native",)
+    _native: native.Lease
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._native.name
+
+    @property
+    def fence(self) -> int:
+        """The fencing token: larger than every earlier grant's on this lock and backend. Readable after release."""
+        return self._native.fence
+
+    @property
+    def holder(self) -> str:
+        """The holder id written to the backend, ``<client id>:<owner>``."""
+        return self._native.holder
+
+    @property
+    def remaining(self) -> float:
+        """Seconds left before the lease's validity ends unless renewed (the watchdog renews it)."""
+        return self._native.remaining()
+
+    @property
+    def valid(self) -> bool:
+        """Whether the lease is still ours by our own clock: not released, not lost, validity not passed."""
+        return self._native.is_valid()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.Lease {self.name!r} fence={self.fence}>"
+
+
+class FenceView:
+    """The name of a fenced register, shared by :class:`fencelock.Fence` and :class:`fencelock.aio.Fence`."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, handle: native.Fence) -> None:
+        self._native = handle
+
+    @property
+    def resource(self) -> str:
+        """The resource name."""
+        return self._native.resource
 
 
 def capability(raw: Tuple[bool, bool, bool, bool]) -> Capability:

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any, Callable, List, Optional, Tuple, Type
 
 from . import _native
-from ._common import DEFAULT_TTL, Capability, LockInfo, capability, lock_info
+from ._common import DEFAULT_TTL, Capability, FenceView, LeaseView, LockInfo, capability, lock_info
 from .errors import InvalidArgument, LockError, Timeout
 
 __all__ = ["Client", "Fence", "Lease", "LostSignal", "Mutex", "connect", "task_owner"]
@@ -150,41 +150,16 @@ class LostSignal:
         return f"<fencelock.aio.LostSignal {'set' if self.is_set() else 'unset'}>"
 
 
-class Lease:
+class Lease(LeaseView):
     """A held lock (asyncio): ``async with await client.lock("x") as lease:`` releases it at the end."""
 
-    __slots__ = ("_native", "_released", "lost")
+    __slots__ = ("_released", "lost")
 
     def __init__(self, native: _native.Lease) -> None:
         self._native = native
         self._released = False
         self.lost = LostSignal(native)
         """Set when the lease is lost (see :class:`LostSignal`)."""
-
-    @property
-    def name(self) -> str:
-        """The lock name."""
-        return self._native.name
-
-    @property
-    def fence(self) -> int:
-        """The fencing token. Readable after release."""
-        return self._native.fence
-
-    @property
-    def holder(self) -> str:
-        """The holder id written to the backend, ``<client id>:<owner>``."""
-        return self._native.holder
-
-    @property
-    def remaining(self) -> float:
-        """Seconds left before the lease's validity ends unless renewed."""
-        return self._native.remaining()
-
-    @property
-    def valid(self) -> bool:
-        """Whether the lease is still ours by our own clock."""
-        return self._native.is_valid()
 
     async def renew(self, ttl: Optional[float] = None) -> None:
         """Extends the lease to ``ttl`` seconds from now (its current TTL if ``None``)."""
@@ -227,22 +202,12 @@ class Lease:
         except LockError:
             pass
 
-    def __repr__(self) -> str:
-        return f"<fencelock.aio.Lease {self.name!r} fence={self.fence}>"
 
 
-class Fence:
+class Fence(FenceView):
     """A fenced register (asyncio); see :class:`fencelock.Fence`."""
 
-    __slots__ = ("_native",)
-
-    def __init__(self, native: _native.Fence) -> None:
-        self._native = native
-
-    @property
-    def resource(self) -> str:
-        """The resource name."""
-        return self._native.resource
+    __slots__ = ()
 
     async def write(self, token: int, value: bytes) -> None:
         """Stores ``value`` if ``token`` ≥ the highest token accepted so far; :class:`~fencelock.Fenced` if older."""
