@@ -7,6 +7,8 @@
 
 mod support;
 
+use support::members::Members;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,29 +27,20 @@ const POLL: Duration = Duration::from_millis(100);
 /// The cluster as scripts/services.sh describes it.
 struct Cluster {
     endpoints: Vec<String>,
-    /// `…/etcd-cluster-N.pid`: member N's current pid (a restart writes the new one).
-    pidfile: String,
-    /// `…/restart-etcd-cluster-N.sh`: starts member N again and returns once it has rejoined.
-    restart: String,
+    /// Its processes, to kill and restart.
+    members: Members,
 }
 
 impl Cluster {
     /// `None` (the test is skipped) when no cluster is configured.
     fn open() -> Option<Cluster> {
         let url = support::service_url("FENCELOCK_TEST_ETCD_CLUSTER")?;
-        let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set alongside {url}"));
         let endpoints: Vec<String> = url.trim_start_matches("etcd://").split(',').map(str::to_string).collect();
         assert_eq!(endpoints.len(), 3, "{url}: expected three members");
         Some(Cluster {
-            pidfile: var("FENCELOCK_TEST_ETCD_CLUSTER_PIDFILE"),
-            restart: var("FENCELOCK_TEST_ETCD_CLUSTER_RESTART"),
+            members: Members::from_env("FENCELOCK_TEST_ETCD_CLUSTER", "--name etcd-cluster-{n} "),
             endpoints,
         })
-    }
-
-    /// Member `i` (0-based) is member `i + 1` of services.sh.
-    fn member_path(pattern: &str, i: usize) -> String {
-        pattern.replace("-N.", &format!("-{}.", i + 1))
     }
 
     /// The fencelock URL with member `first` listed first: the endpoint a new client prefers.
@@ -96,65 +89,6 @@ impl Cluster {
             sleep(POLL).await;
         }
     }
-
-    /// Starts members an earlier run killed and could not start again.
-    async fn revive_dead(&self) {
-        for i in 0..3 {
-            let pid = std::fs::read_to_string(Self::member_path(&self.pidfile, i)).unwrap();
-            if !is_running(pid.trim()) {
-                Revive { script: Self::member_path(&self.restart, i), armed: true }.run().await;
-            }
-        }
-    }
-
-    /// SIGKILLs member `i` after checking the pid is that member's etcd, and waits until it is gone.
-    async fn kill(&self, i: usize) -> Revive {
-        let pidfile = Self::member_path(&self.pidfile, i);
-        let pid = std::fs::read_to_string(&pidfile).unwrap().trim().to_string();
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        assert!(cmdline.contains(&format!("--name etcd-cluster-{} ", i + 1)), "pid {pid} is not member {i}: {cmdline}");
-        let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status().unwrap();
-        assert!(killed.success(), "kill -KILL {pid}");
-        let revive = Revive { script: Self::member_path(&self.restart, i), armed: true };
-        let deadline = Instant::now() + BOUND;
-        while is_running(&pid) {
-            assert!(Instant::now() < deadline, "pid {pid} outlived SIGKILL by {BOUND:?}");
-            sleep(Duration::from_millis(20)).await;
-        }
-        revive
-    }
-}
-
-/// Whether `pid` runs (a zombie has ended).
-fn is_running(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X'])))
-}
-
-/// Starts a killed member again: explicitly at the end of the test, or on drop if the test failed first.
-struct Revive {
-    script: String,
-    armed: bool,
-}
-
-impl Revive {
-    async fn run(mut self) {
-        self.armed = false;
-        let out = timeout(BOUND * 2, tokio::process::Command::new(&self.script).output())
-            .await
-            .expect("the restart script returns")
-            .unwrap();
-        assert!(out.status.success(), "{}: {}", self.script, String::from_utf8_lossy(&out.stderr));
-    }
-}
-
-impl Drop for Revive {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = std::process::Command::new(&self.script).status();
-        }
-    }
 }
 
 /// Locks `name` on a client of its own and records the token while it holds.
@@ -172,7 +106,7 @@ async fn wait_then_hold(url: String, name: String, inside: Arc<AtomicUsize>, gra
 async fn a_held_lock_survives_the_leader_being_killed() {
     let Some(cluster) = Cluster::open() else { return };
     let members = [0, 1, 2];
-    cluster.revive_dead().await;
+    cluster.members.revive_dead().await;
     cluster.leader(&members).await;
     let raw = cluster.raw().await;
     let name = support::unique("fencelock-etcd-cluster-test");
@@ -202,7 +136,7 @@ async fn a_held_lock_survives_the_leader_being_killed() {
 
     let leader = cluster.leader(&members).await;
     let killed_at = Instant::now();
-    let revive = cluster.kill(leader).await;
+    let revive = cluster.members.kill(leader).await;
     let survivors: Vec<usize> = members.into_iter().filter(|&i| i != leader).collect();
     let new_leader = cluster.leader(&survivors).await;
     let election = killed_at.elapsed();

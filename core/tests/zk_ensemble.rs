@@ -6,6 +6,8 @@
 
 mod support;
 
+use support::members::Members;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,30 +30,21 @@ const POLL: Duration = Duration::from_millis(100);
 struct Ensemble {
     url: String,
     hosts: Vec<String>,
-    /// `…/zk-ensemble-N.pid`: server N's current pid (a restart writes the new one).
-    pidfile: String,
-    /// `…/restart-zk-ensemble-N.sh`: starts server N again and returns once it serves.
-    restart: String,
+    /// Its processes, to kill and restart.
+    members: Members,
 }
 
 impl Ensemble {
     /// `None` (the test is skipped) when no ensemble is configured.
     fn open() -> Option<Ensemble> {
         let url = support::service_url("FENCELOCK_TEST_ZK_ENSEMBLE")?;
-        let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set alongside {url}"));
         let hosts: Vec<String> = url.trim_start_matches("zk://").split(',').map(str::to_string).collect();
         assert_eq!(hosts.len(), 3, "{url}: expected three servers");
         Some(Ensemble {
-            pidfile: var("FENCELOCK_TEST_ZK_ENSEMBLE_PIDFILE"),
-            restart: var("FENCELOCK_TEST_ZK_ENSEMBLE_RESTART"),
+            members: Members::from_env("FENCELOCK_TEST_ZK_ENSEMBLE", "/zk-ensemble-{n}/zoo.cfg"),
             url,
             hosts,
         })
-    }
-
-    /// Server `i` (0-based) is server `i + 1` of services.sh.
-    fn member_path(pattern: &str, i: usize) -> String {
-        pattern.replace("-N.", &format!("-{}.", i + 1))
     }
 
     /// The `Mode:` server `i` reports through the `srvr` four-letter word, or `None` if it does not serve.
@@ -82,64 +75,6 @@ impl Ensemble {
             }
             assert!(Instant::now() < deadline, "servers {among:?} formed no quorum within {BOUND:?}: {modes:?}");
             sleep(POLL).await;
-        }
-    }
-
-    /// Starts servers an earlier run killed and could not start again.
-    async fn revive_dead(&self) {
-        for i in 0..3 {
-            let pid = std::fs::read_to_string(Self::member_path(&self.pidfile, i)).unwrap();
-            if !is_running(pid.trim()) {
-                Revive { script: Self::member_path(&self.restart, i), armed: true }.run().await;
-            }
-        }
-    }
-
-    /// SIGKILLs server `i` after checking the pid is that server's JVM, and waits until it is gone.
-    async fn kill(&self, i: usize) -> Revive {
-        let pid = std::fs::read_to_string(Self::member_path(&self.pidfile, i)).unwrap().trim().to_string();
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        assert!(cmdline.contains(&format!("/zk-ensemble-{}/zoo.cfg", i + 1)), "pid {pid} is not server {i}: {cmdline}");
-        let killed = std::process::Command::new("kill").args(["-KILL", &pid]).status().unwrap();
-        assert!(killed.success(), "kill -KILL {pid}");
-        let revive = Revive { script: Self::member_path(&self.restart, i), armed: true };
-        let deadline = Instant::now() + BOUND;
-        while is_running(&pid) {
-            assert!(Instant::now() < deadline, "pid {pid} outlived SIGKILL by {BOUND:?}");
-            sleep(Duration::from_millis(20)).await;
-        }
-        revive
-    }
-}
-
-/// Whether `pid` runs (a zombie has ended).
-fn is_running(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X'])))
-}
-
-/// Starts a killed server again: explicitly at the end of the test, or on drop if the test failed first.
-struct Revive {
-    script: String,
-    armed: bool,
-}
-
-impl Revive {
-    async fn run(mut self) {
-        self.armed = false;
-        let out = timeout(BOUND * 2, tokio::process::Command::new(&self.script).output())
-            .await
-            .expect("the restart script returns")
-            .unwrap();
-        assert!(out.status.success(), "{}: {}", self.script, String::from_utf8_lossy(&out.stderr));
-    }
-}
-
-impl Drop for Revive {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = std::process::Command::new(&self.script).status();
         }
     }
 }
@@ -194,7 +129,7 @@ async fn wait_then_hold(url: String, name: String, inside: Arc<AtomicUsize>, gra
 async fn a_held_lock_survives_the_leader_being_killed() {
     let Some(ensemble) = Ensemble::open() else { return };
     let servers = [0, 1, 2];
-    ensemble.revive_dead().await;
+    ensemble.members.revive_dead().await;
     ensemble.leader(&servers).await;
     let raw = zk::Client::connect(&ensemble.hosts.join(",")).await.expect("raw ZooKeeper session");
     let name = format!("/{}", support::unique("fencelock-zk-ensemble-test"));
@@ -215,7 +150,7 @@ async fn a_held_lock_survives_the_leader_being_killed() {
 
     let leader = ensemble.leader(&servers).await;
     let killed_at = Instant::now();
-    let revive = ensemble.kill(leader).await;
+    let revive = ensemble.members.kill(leader).await;
     let survivors: Vec<usize> = servers.into_iter().filter(|&i| i != leader).collect();
     let new_leader = ensemble.leader(&survivors).await;
     let election = killed_at.elapsed();

@@ -20,3 +20,5 @@ pub fn service_url(var: &str) -> Option<String> {
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
 }
+
+pub mod members;
