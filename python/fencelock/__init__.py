@@ -14,6 +14,7 @@ Every blocking call releases the GIL while it waits and can be interrupted with 
 
 from __future__ import annotations
 
+import atexit
 import threading
 from types import TracebackType
 from typing import Any, Callable, List, Optional, Tuple, Type
@@ -34,6 +35,9 @@ from .errors import (
     Unavailable,
     Unsupported,
 )
+
+# A runtime thread may still be posting the last asyncio result when the program ends: let it finish first.
+atexit.register(_native.quiesce)
 
 __version__ = "0.1.0"
 

@@ -19,6 +19,9 @@ def connect_async(
 ) -> Awaitable[Client]:
     """``connect`` as an awaitable."""
 
+def quiesce() -> None:
+    """Waits (at most a second) until no runtime thread is inside Python; registered with atexit."""
+
 def default_url() -> str:
     """The URL ``connect(None)`` uses."""
 

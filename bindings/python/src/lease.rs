@@ -147,7 +147,7 @@ impl PyLease {
                 biased; // a loss that came before the release still counts
                 () = lost => {
                     // The GIL may be busy: wait for it on a blocking-pool thread, not a worker.
-                    let _ = tokio::task::spawn_blocking(move || {
+                    let _ = crate::runtime::spawn_python(move || {
                         Python::attach(|py| {
                             if let Err(e) = callback.call0(py) {
                                 e.write_unraisable(py, Some(callback.bind(py)));

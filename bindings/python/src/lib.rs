@@ -23,6 +23,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::connect, m)?)?;
     m.add_function(wrap_pyfunction!(client::connect_async, m)?)?;
     m.add_function(wrap_pyfunction!(client::default_url, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::quiesce, m)?)?;
     m.add_class::<client::PyClient>()?;
     m.add_class::<lease::PyLease>()?;
     m.add_class::<fence::PyFence>()?;

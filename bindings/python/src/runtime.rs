@@ -9,6 +9,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -22,6 +23,38 @@ use crate::error::to_py;
 
 /// How long a blocking call waits without checking for signals.
 const SLICE: Duration = Duration::from_millis(50);
+
+/// Runtime threads inside (or about to enter) Python right now: asyncio completions and lost callbacks.
+static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs `f`, which takes the GIL, on the blocking pool, counted so that [`quiesce`] can wait for it.
+pub(crate) fn spawn_python<F: FnOnce() + Send + 'static>(f: F) -> tokio::task::JoinHandle<()> {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            IN_PYTHON.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    IN_PYTHON.fetch_add(1, Ordering::SeqCst);
+    let leave = Leave;
+    runtime().spawn_blocking(move || {
+        let _leave = leave;
+        f()
+    })
+}
+
+/// Called at interpreter exit (`atexit`): waits, without the GIL and for at most a second, until no runtime thread
+/// is inside Python. A completion that posts the last result to asyncio is still inside Python when `asyncio.run`
+/// returns; if the interpreter began finalizing then, that thread would abort the process.
+#[pyfunction]
+pub(crate) fn quiesce(py: Python<'_>) {
+    py.detach(|| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        while IN_PYTHON.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+}
 
 fn lost_task() -> Error {
     Error::new(ErrorKind::Internal, "a fencelock task ended without a result (a panic: a bug)")
@@ -134,7 +167,8 @@ impl Runtime for BridgeRuntime {
     where
         F: FnOnce() + Send + 'static,
     {
-        Joined(runtime().spawn_blocking(f))
+        // pyo3-async-runtimes runs every completion here, under the GIL.
+        Joined(spawn_python(f))
     }
 }
 
