@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any, Callable, List, Optional, Tuple, Type
 
 from . import _native
-from ._common import DEFAULT_TTL, Capability, FenceView, LeaseView, LockInfo, capability, lock_info
+from ._common import DEFAULT_TTL, Capability, ClientView, FenceView, LeaseView, LockInfo, lock_info
 from .errors import (
     Cancelled,
     Closed,
@@ -90,30 +90,13 @@ def connect(
     return Client(_native.connect(url, connect_timeout, request_timeout))
 
 
-class Client:
+class Client(ClientView):
     """A connection to one lock backend. Thread-safe: share one per process. Use :func:`connect` to make one.
 
     Usable as a context manager that closes it.
     """
 
-    __slots__ = ("_native",)
-
-    def __init__(self, native: _native.Client) -> None:
-        self._native = native
-
-    @property
-    def id(self) -> str:
-        """This client's id: the first half of every holder id it writes (``<client id>:<owner>``)."""
-        return self._native.id
-
-    @property
-    def url(self) -> str:
-        """The backend URL, without secrets."""
-        return self._native.url
-
-    def capability(self) -> Capability:
-        """What the backend can do (fencing, native wake-ups, fair order, session-bound leases)."""
-        return capability(self._native.capability())
+    __slots__ = ()
 
     def lock(
         self,

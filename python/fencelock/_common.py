@@ -38,6 +38,29 @@ class LockInfo:
     """The last fencing token handed out for the name, if any."""
 
 
+class ClientView:
+    """What :class:`fencelock.Client` and :class:`fencelock.aio.Client` share: the handle and its plain facts."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, handle: native.Client) -> None:
+        self._native = handle
+
+    @property
+    def id(self) -> str:
+        """This client's id: the first half of every holder id it writes (``<client id>:<owner>``)."""
+        return self._native.id
+
+    @property
+    def url(self) -> str:
+        """The backend URL, without secrets."""
+        return self._native.url
+
+    def capability(self) -> Capability:
+        """What the backend can do (fencing, native wake-ups, fair order, session-bound leases)."""
+        return Capability(*self._native.capability())
+
+
 class LeaseView:
     """The read-only side of a lease, shared by :class:`fencelock.Lease` and :class:`fencelock.aio.Lease`."""
 
@@ -85,10 +108,6 @@ class FenceView:
     def resource(self) -> str:
         """The resource name."""
         return self._native.resource
-
-
-def capability(raw: Tuple[bool, bool, bool, bool]) -> Capability:
-    return Capability(*raw)
 
 
 def lock_info(raw: Tuple[Optional[str], Optional[float], Optional[int]]) -> LockInfo:

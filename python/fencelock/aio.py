@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any, Callable, List, Optional, Tuple, Type
 
 from . import _native
-from ._common import DEFAULT_TTL, Capability, FenceView, LeaseView, LockInfo, capability, lock_info
+from ._common import DEFAULT_TTL, Capability, ClientView, FenceView, LeaseView, LockInfo, lock_info
 from .errors import InvalidArgument, LockError, Timeout
 
 __all__ = ["Client", "Fence", "Lease", "LostSignal", "Mutex", "connect", "task_owner"]
@@ -42,27 +42,10 @@ async def connect(
     return Client(await _native.connect_async(url, connect_timeout, request_timeout))
 
 
-class Client:
+class Client(ClientView):
     """A connection to one lock backend (asyncio). Use :func:`connect` to make one; ``async with`` closes it."""
 
-    __slots__ = ("_native",)
-
-    def __init__(self, native: _native.Client) -> None:
-        self._native = native
-
-    @property
-    def id(self) -> str:
-        """This client's id: the first half of every holder id it writes."""
-        return self._native.id
-
-    @property
-    def url(self) -> str:
-        """The backend URL, without secrets."""
-        return self._native.url
-
-    def capability(self) -> Capability:
-        """What the backend can do."""
-        return capability(self._native.capability())
+    __slots__ = ()
 
     async def lock(
         self,
