@@ -75,6 +75,15 @@ pub struct Busy {
     pub holder_ttl: Option<Duration>,
 }
 
+impl Busy {
+    /// How long a notified waiter sleeps at most: until the holder's record expires (a missed notification costs no
+    /// more), or 100 ms if that is unknown, and never past `deadline`.
+    pub(crate) fn wait_until(&self, deadline: Option<Instant>) -> Instant {
+        let until = Instant::now() + self.holder_ttl.unwrap_or(Duration::from_millis(100));
+        deadline.map_or(until, |d| until.min(d))
+    }
+}
+
 /// Backend state that lives across the attempts of one acquire (a queue entry, a subscription). Dropping it must
 /// undo it: that is what makes a dropped `lock()` future leave nothing behind.
 pub struct Ticket(pub Box<dyn Any + Send + Sync>);

@@ -396,10 +396,7 @@ impl Backend for PostgresBackend {
         ticket: &mut Option<Ticket>,
         deadline: Option<Instant>,
     ) -> Result<()> {
-        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(Duration::from_millis(100));
-        if let Some(d) = deadline {
-            until = until.min(d);
-        }
+        let until = busy.wait_until(deadline);
         let listening = ticket
             .as_mut()
             .and_then(|t| t.get_mut::<Subscription<Listener>>())

@@ -338,10 +338,7 @@ impl<D: Deployment> Backend for RedisLock<D> {
         ticket: &mut Option<Ticket>,
         deadline: Option<Instant>,
     ) -> Result<()> {
-        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(Duration::from_millis(100));
-        if let Some(d) = deadline {
-            until = until.min(d);
-        }
+        let until = busy.wait_until(deadline);
         if ticket.is_none() {
             let pubsub = self.pubsub().await?;
             let sub = self.channels.subscribe(pubsub, D::channel(&req.name)).await.map_err(|e| self.err(e))?;
