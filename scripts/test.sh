@@ -89,7 +89,10 @@ main() {
     stage test cargo test --workspace --no-fail-fast
     stage python python/run-tests.sh
     stage node node/run-tests.sh
+    stage jvm jvm/run-tests.sh
     stage c ffi/tests/run.sh
+    stage server server/run-tests.sh
+    stage faults tests/faults/run.sh
     if have_cargo_tool clippy; then
         stage clippy cargo clippy --workspace --all-targets -- -D warnings
     else

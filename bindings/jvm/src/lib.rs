@@ -1,0 +1,1 @@
+//! JNI glue for the `dev.fencelock` Java package (issue 8; being written).

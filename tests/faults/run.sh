@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# Placeholder while the stage is being written.
+echo "tests/faults/run.sh: not written yet"
