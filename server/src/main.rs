@@ -1,1 +1,87 @@
-fn main() {}
+//! `fencelockd --listen HOST:PORT --backend URL`: see the crate docs and the README's fencelockd section.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use fencelockd::registry::Registry;
+use fencelockd::serve;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Json,
+    Text,
+}
+
+/// A gRPC lock service speaking etcd's lease + v3lock protocol (and a native fencelock service) over a fencelock
+/// backend.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Args {
+    /// Address to listen on; etcd's client port by default, so etcd clients find it without flags (port 0 = any free
+    /// port; the bound address is printed on stdout).
+    #[arg(long, default_value = "127.0.0.1:2379")]
+    listen: SocketAddr,
+    /// fencelock backend URL [default: $FENCELOCK_URL, else sqlite:fencelock.db]
+    #[arg(long)]
+    backend: Option<String>,
+    /// Most leases (etcd and native together) held at once; past it LeaseGrant and Lock fail with RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_leases: u64,
+    /// Log format on stderr (level from RUST_LOG, default info).
+    #[arg(long, value_enum, default_value = "json")]
+    log_format: LogFormat,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => logs.json().init(),
+        LogFormat::Text => logs.init(),
+    }
+
+    let url = args.backend.unwrap_or_else(fencelock::default_url);
+    let client = match fencelock::Client::connect(&url).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(backend = %url, error = %e, "cannot connect to the backend");
+            return ExitCode::from(2);
+        }
+    };
+    let incoming = match serve::bind(args.listen) {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::error!(listen = %args.listen, error = %e, "cannot listen");
+            return ExitCode::from(2);
+        }
+    };
+    let addr = incoming.local_addr().unwrap_or(args.listen);
+    tracing::info!(listen = %addr, backend = %client.url(), max_leases = args.max_leases, "fencelockd serving");
+    println!("listening on {addr}");
+
+    let registry = Registry::new(client, usize::try_from(args.max_leases).unwrap_or(usize::MAX));
+    match serve::serve(registry, incoming, stop_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "server failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// SIGTERM or SIGINT.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL (leases then expire after their TTL)");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,16 @@
+//! fencelockd: a gRPC lock service that speaks etcd's lease + v3lock protocol (so etcd's own clients in Go, .NET,
+//! Ruby, … get fencelock locks with no binding) plus a native service for what etcd's API lacks, over any fencelock
+//! backend URL.
+//!
+//! - `etcd` — `etcdserverpb.Lease` and `v3lockpb.Lock`: a lease owns the locks taken with it and releases them when
+//!   it is revoked or its keep-alives stop.
+//! - `native` — `fencelock.v1.Locks`: try-lock, renew with a new TTL, fenced writes, the lost stream.
+//! - `registry` — the one lease table under both, bounded by `--max-leases`.
+//! - `serve` — the server with health and reflection, and the shutdown order.
+
+pub mod etcd;
+pub mod native;
+pub mod proto;
+pub mod registry;
+pub mod serve;
+pub mod status;

@@ -1,0 +1,413 @@
+//! Every lease fencelockd holds: etcd leases (each owning the backend locks taken with it) and native leases (one
+//! backend lock each, renewed by their client). One table, so `--max-leases` bounds both, shutdown releases both, and
+//! lease ids never collide.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fencelock::{Client, ErrorKind, Lease, LockOptions, MAX_TTL};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tonic::{Code, Status};
+
+use crate::status::{from_error, status};
+
+/// One etcd lease: its TTL contract with the client and the backend locks taken with it.
+#[derive(Debug)]
+pub struct EtcdLease {
+    /// The lease id (positive).
+    pub id: i64,
+    /// The granted TTL.
+    pub ttl: Duration,
+    /// When it expires unless kept alive; changed only under the registry's table lock.
+    deadline: Mutex<Instant>,
+    /// Lock name → the backend lease held for it. Checked against `gone` under this lock, so a lock acquired while
+    /// the lease expires is either drained by the expiry or released by its acquirer.
+    locks: tokio::sync::Mutex<HashMap<String, Lease>>,
+    /// Set once, when the lease is revoked, expires or the server shuts down.
+    gone: watch::Sender<bool>,
+}
+
+impl EtcdLease {
+    /// The ownership key etcd's lock service hands out: the name, a slash, the lease id in hex.
+    pub fn key(&self, name: &str) -> String {
+        format!("{name}/{:x}", self.id)
+    }
+
+    /// Resolves when the lease is revoked or expires.
+    pub fn gone(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.gone.subscribe();
+        async move {
+            let _ = rx.wait_for(|g| *g).await;
+        }
+    }
+
+    /// Seconds left before expiry (0 once due).
+    pub fn remaining(&self) -> Duration {
+        self.deadline.lock().expect("deadline lock").saturating_duration_since(Instant::now())
+    }
+
+    /// The ownership keys of the locks it holds.
+    pub async fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.locks.lock().await.keys().map(|n| self.key(n)).collect();
+        keys.sort();
+        keys
+    }
+}
+
+/// One native lease: a backend lock whose client renews it (no server-side watchdog).
+#[derive(Debug)]
+pub struct NativeLease {
+    /// The handle the client names it by.
+    pub id: u64,
+    /// The backend lease.
+    pub lease: Lease,
+    /// Set once, when it is released or forgotten after expiring.
+    gone: watch::Sender<bool>,
+}
+
+impl NativeLease {
+    /// Resolves when the lease is released or forgotten.
+    pub fn gone(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.gone.subscribe();
+        async move {
+            let _ = rx.wait_for(|g| *g).await;
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    etcd: HashMap<i64, Arc<EtcdLease>>,
+    native: HashMap<u64, Arc<NativeLease>>,
+}
+
+impl Tables {
+    fn len(&self) -> usize {
+        self.etcd.len() + self.native.len()
+    }
+}
+
+/// The lease table over one fencelock client.
+#[derive(Debug)]
+pub struct Registry {
+    client: Client,
+    max_leases: usize,
+    tables: Mutex<Tables>,
+    next_id: AtomicU64,
+    shutdown: watch::Sender<bool>,
+}
+
+/// The error etcd gives for a lease it does not know.
+pub fn lease_not_found() -> Status {
+    Status::new(Code::NotFound, "etcdserver: requested lease not found")
+}
+
+impl Registry {
+    /// A registry taking locks through `client`, holding at most `max_leases` leases at once.
+    pub fn new(client: Client, max_leases: usize) -> Arc<Registry> {
+        // Ids start from the clock so a restarted server does not hand out the ids of its previous run.
+        let seed =
+            SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64) & (i64::MAX as u64 >> 8);
+        Arc::new(Registry {
+            client,
+            max_leases,
+            tables: Mutex::default(),
+            next_id: AtomicU64::new(seed.max(1)),
+            shutdown: watch::Sender::new(false),
+        })
+    }
+
+    /// The fencelock client locks go through.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn tables(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock().expect("lease table lock")
+    }
+
+    fn full(&self) -> Status {
+        Status::new(
+            Code::ResourceExhausted,
+            format!(
+                "fencelockd: --max-leases {} reached; revoke or release leases, or restart fencelockd with a higher bound",
+                self.max_leases
+            ),
+        )
+    }
+
+    /// Resolves when the server starts shutting down.
+    pub fn shutting_down(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.shutdown.subscribe();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    }
+
+    fn shut(&self) -> Status {
+        status(ErrorKind::Unavailable, "fencelockd is shutting down")
+    }
+
+    /// Grants an etcd lease of `ttl_secs` (id `id`, or a fresh one if 0).
+    pub fn grant(self: &Arc<Self>, ttl_secs: i64, id: i64) -> Result<Arc<EtcdLease>, Status> {
+        if ttl_secs <= 0 || ttl_secs as u64 > MAX_TTL.as_secs() {
+            return Err(status(
+                ErrorKind::InvalidArgument,
+                format!("lease TTL must be 1–{} seconds, got {ttl_secs}", MAX_TTL.as_secs()),
+            ));
+        }
+        if id < 0 {
+            return Err(status(ErrorKind::InvalidArgument, format!("lease ID must not be negative, got {id}")));
+        }
+        if *self.shutdown.borrow() {
+            return Err(self.shut());
+        }
+        let ttl = Duration::from_secs(ttl_secs as u64);
+        let mut tables = self.tables();
+        if tables.len() >= self.max_leases {
+            return Err(self.full());
+        }
+        let id = if id == 0 { self.fresh_id(&tables) as i64 } else { id };
+        if tables.etcd.contains_key(&id) {
+            return Err(Status::new(Code::FailedPrecondition, "etcdserver: lease already exists"));
+        }
+        let lease = Arc::new(EtcdLease {
+            id,
+            ttl,
+            deadline: Mutex::new(Instant::now() + ttl),
+            locks: tokio::sync::Mutex::default(),
+            gone: watch::Sender::new(false),
+        });
+        tables.etcd.insert(id, lease.clone());
+        drop(tables);
+        tracing::info!(lease = format_args!("{id:x}"), ttl_s = ttl_secs, "lease granted");
+        tokio::spawn(self.clone().reap_etcd(lease.clone()));
+        Ok(lease)
+    }
+
+    fn fresh_id(&self, tables: &Tables) -> u64 {
+        loop {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed) & (i64::MAX as u64);
+            if id != 0 && !tables.etcd.contains_key(&(id as i64)) && !tables.native.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Expires `lease` once its deadline passes without a keep-alive.
+    async fn reap_etcd(self: Arc<Self>, lease: Arc<EtcdLease>) {
+        let gone = lease.gone();
+        tokio::pin!(gone);
+        loop {
+            let due = *lease.deadline.lock().expect("deadline lock");
+            tokio::select! {
+                _ = &mut gone => return,
+                _ = tokio::time::sleep_until(due) => {}
+            }
+            let expired = {
+                let mut tables = self.tables();
+                let due = *lease.deadline.lock().expect("deadline lock") <= Instant::now();
+                due && tables.etcd.remove(&lease.id).is_some()
+            };
+            if expired {
+                tracing::info!(lease = format_args!("{:x}", lease.id), "lease expired: no keep-alive within its TTL");
+                self.end_etcd(&lease).await;
+                return;
+            }
+        }
+    }
+
+    /// Marks `lease` gone and releases every lock it holds through the backend.
+    async fn end_etcd(&self, lease: &EtcdLease) {
+        lease.gone.send_replace(true);
+        let locks: Vec<(String, Lease)> = lease.locks.lock().await.drain().collect();
+        for (name, held) in locks {
+            match held.release().await {
+                Ok(()) => {
+                    tracing::info!(lease = format_args!("{:x}", lease.id), lock = %name, fence = held.fence(), "lock released with its lease")
+                }
+                Err(e) => {
+                    tracing::warn!(lease = format_args!("{:x}", lease.id), lock = %name, error = %e, "lock release with its lease failed; it expires on the backend")
+                }
+            }
+        }
+    }
+
+    /// The live etcd lease `id`.
+    pub fn etcd_lease(&self, id: i64) -> Option<Arc<EtcdLease>> {
+        self.tables().etcd.get(&id).cloned()
+    }
+
+    /// Every live etcd lease id.
+    pub fn etcd_ids(&self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self.tables().etcd.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Restarts lease `id`'s TTL; its TTL, or `None` if it no longer exists.
+    pub fn keep_alive(&self, id: i64) -> Option<Duration> {
+        let tables = self.tables();
+        let lease = tables.etcd.get(&id)?;
+        *lease.deadline.lock().expect("deadline lock") = Instant::now() + lease.ttl;
+        Some(lease.ttl)
+    }
+
+    /// Revokes lease `id` and releases its locks.
+    pub async fn revoke(&self, id: i64) -> Result<(), Status> {
+        let lease = self.tables().etcd.remove(&id).ok_or_else(lease_not_found)?;
+        tracing::info!(lease = format_args!("{id:x}"), "lease revoked");
+        self.end_etcd(&lease).await;
+        Ok(())
+    }
+
+    /// Takes lock `name` for etcd lease `id`, waiting while someone else holds it; returns the key and the fence.
+    pub async fn lock_for(&self, id: i64, name: &str) -> Result<(String, u64), Status> {
+        let lease = self.etcd_lease(id).ok_or_else(lease_not_found)?;
+        if let Some(held) = lease.locks.lock().await.get(name) {
+            return Ok((lease.key(name), held.fence()));
+        }
+        // The backend TTL is the lease's, renewed by the watchdog while the lease lives; on a crash of fencelockd the
+        // backend lock expires one TTL later, as the etcd lease would have.
+        let opts = LockOptions::default().ttl(lease.ttl).owner(format!("etcd-lease-{id:x}"));
+        let held = tokio::select! {
+            r = self.client.lock(name, &opts) => r.map_err(from_error)?,
+            _ = lease.gone() => return Err(lease_not_found()),
+            _ = self.shutting_down() => return Err(self.shut()),
+        };
+        let mut locks = lease.locks.lock().await;
+        if *lease.gone.borrow() {
+            drop(locks);
+            let _ = held.release().await;
+            return Err(lease_not_found());
+        }
+        let fence = held.fence();
+        if locks.contains_key(name) {
+            // A concurrent Lock with the same lease won; ours is a reentrant hold of the same grant.
+            drop(locks);
+            let _ = held.release().await;
+        } else {
+            locks.insert(name.to_string(), held);
+            tracing::info!(lease = format_args!("{id:x}"), lock = %name, fence, "lock acquired");
+        }
+        Ok((lease.key(name), fence))
+    }
+
+    /// Releases the lock whose ownership key is `key`; returns its fence.
+    pub async fn unlock_key(&self, key: &str) -> Result<u64, Status> {
+        let not_held = || status(ErrorKind::NotHeld, format!("no lock is held under key {key:?}"));
+        let (name, id) = key.rsplit_once('/').ok_or_else(not_held)?;
+        let id = i64::from_str_radix(id, 16).map_err(|_| not_held())?;
+        let lease = self.etcd_lease(id).ok_or_else(not_held)?;
+        let held = lease.locks.lock().await.remove(name).ok_or_else(not_held)?;
+        let fence = held.fence();
+        held.release().await.map_err(from_error)?;
+        tracing::info!(lease = format_args!("{id:x}"), lock = %name, fence, "lock released");
+        Ok(fence)
+    }
+
+    /// Takes a native lease on `name` (one attempt if `once`): `None` if `once` found it taken.
+    pub async fn lock_native(
+        self: &Arc<Self>,
+        name: &str,
+        ttl: Duration,
+        timeout: Option<Duration>,
+        once: bool,
+    ) -> Result<Option<Arc<NativeLease>>, Status> {
+        if self.tables().len() >= self.max_leases {
+            return Err(self.full());
+        }
+        let mut opts = LockOptions::default().ttl(ttl).watchdog(false);
+        if let Some(t) = timeout {
+            opts = opts.timeout(t);
+        }
+        let got = tokio::select! {
+            r = async { if once { self.client.try_lock(name, &opts).await } else { self.client.lock(name, &opts).await.map(Some) } } => r.map_err(from_error)?,
+            _ = self.shutting_down() => return Err(self.shut()),
+        };
+        let Some(lease) = got else { return Ok(None) };
+        let native = match self.insert_native(lease) {
+            Ok(native) => native,
+            Err((lease, refused)) => {
+                let _ = lease.release().await;
+                return Err(refused);
+            }
+        };
+        tracing::info!(lease = native.id, lock = %name, fence = native.lease.fence(), "native lock acquired");
+        tokio::spawn(self.clone().reap_native(native.clone()));
+        Ok(Some(native))
+    }
+
+    /// Files a fresh native lease under a new id, unless the table filled up or shutdown began meanwhile.
+    fn insert_native(&self, lease: Lease) -> Result<Arc<NativeLease>, (Lease, Status)> {
+        let mut tables = self.tables();
+        if *self.shutdown.borrow() {
+            return Err((lease, self.shut()));
+        }
+        if tables.len() >= self.max_leases {
+            return Err((lease, self.full()));
+        }
+        let native = Arc::new(NativeLease { id: self.fresh_id(&tables), lease, gone: watch::Sender::new(false) });
+        tables.native.insert(native.id, native.clone());
+        Ok(native)
+    }
+
+    /// Forgets `native` once the core reports it lost (with no watchdog, when its TTL passes without a renewal; the
+    /// backend record expires by itself), so a vanished client's lease does not count against `--max-leases`.
+    async fn reap_native(self: Arc<Self>, native: Arc<NativeLease>) {
+        tokio::select! {
+            _ = native.gone() => return,
+            _ = native.lease.lost() => {}
+        }
+        if self.tables().native.remove(&native.id).is_some() {
+            tracing::info!(lease = native.id, lock = %native.lease.name(), "native lease lost: not renewed within its TTL");
+            native.gone.send_replace(true);
+        }
+    }
+
+    /// The live native lease `id`, or NotHeld.
+    pub fn native(&self, id: u64) -> Result<Arc<NativeLease>, Status> {
+        self.tables().native.get(&id).cloned().ok_or_else(|| {
+            status(ErrorKind::NotHeld, format!("native lease {id} is not held (released, expired or unknown)"))
+        })
+    }
+
+    /// Releases native lease `id`.
+    pub async fn release_native(&self, id: u64) -> Result<(), Status> {
+        let native = self.tables().native.remove(&id).ok_or_else(|| {
+            status(ErrorKind::NotHeld, format!("native lease {id} is not held (released, expired or unknown)"))
+        })?;
+        native.gone.send_replace(true);
+        native.lease.release().await.map_err(from_error)?;
+        tracing::info!(lease = id, lock = %native.lease.name(), "native lock released");
+        Ok(())
+    }
+
+    /// Fails waiting Lock calls and ends keep-alive streams; refuses new leases.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Shutdown: fails waiting calls, then revokes every lease so its locks are released now rather than expiring
+    /// one TTL later (nobody could keep them alive once this process is gone).
+    pub async fn shutdown(&self) {
+        self.begin_shutdown();
+        let (etcd, native) = {
+            let mut tables = self.tables();
+            (std::mem::take(&mut tables.etcd), std::mem::take(&mut tables.native))
+        };
+        for lease in etcd.into_values() {
+            self.end_etcd(&lease).await;
+        }
+        for native in native.into_values() {
+            native.gone.send_replace(true);
+            if let Err(e) = native.lease.release().await {
+                tracing::warn!(lease = native.id, error = %e, "native lock release at shutdown failed");
+            }
+        }
+        self.client.close().await;
+    }
+}

@@ -1,0 +1,79 @@
+//! The gRPC server: etcd's Lease and Lock services, the native service, health and reflection, and the shutdown
+//! order (stop serving, end open streams, revoke every lease, close the backend).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::ServingStatus;
+
+use crate::etcd::{EtcdLeases, EtcdLocks};
+use crate::native::NativeLocks;
+use crate::proto::DESCRIPTORS;
+use crate::proto::etcdserverpb::lease_server::LeaseServer;
+use crate::proto::fencelock_v1::locks_server::LocksServer;
+use crate::proto::v3lockpb::lock_server::LockServer;
+use crate::registry::Registry;
+
+/// How long shutdown waits for in-flight calls before revoking leases anyway.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Every service name fencelockd serves (health reports each; reflection lists them).
+pub const SERVICES: [&str; 3] = ["etcdserverpb.Lease", "v3lockpb.Lock", "fencelock.v1.Locks"];
+
+/// Serves on `incoming` until `stop` resolves, then shuts down as documented in the README.
+pub async fn serve(
+    registry: Arc<Registry>,
+    incoming: TcpIncoming,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    for name in SERVICES.into_iter().chain([""]) {
+        health.set_service_status(name, ServingStatus::Serving).await;
+    }
+    let reflection_v1 =
+        tonic_reflection::server::Builder::configure().register_encoded_file_descriptor_set(DESCRIPTORS).build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(DESCRIPTORS)
+        .build_v1alpha()?;
+
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let on_stop = {
+        let registry = registry.clone();
+        async move {
+            stop.await;
+            tracing::info!("shutting down: no new calls; open streams end; leases are revoked");
+            for name in SERVICES.into_iter().chain([""]) {
+                health.set_service_status(name, ServingStatus::NotServing).await;
+            }
+            let _ = stopping_tx.send(());
+            // Ends keep-alive streams and waiting Lock calls so the drain below can finish.
+            registry.begin_shutdown();
+        }
+    };
+    let server = Server::builder()
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(LeaseServer::new(EtcdLeases(registry.clone())))
+        .add_service(LockServer::new(EtcdLocks(registry.clone())))
+        .add_service(LocksServer::new(NativeLocks(registry.clone())))
+        .serve_with_incoming_shutdown(incoming, on_stop);
+    tokio::pin!(server);
+    tokio::select! {
+        r = &mut server => r?,
+        _ = async { let _ = stopping_rx.await; tokio::time::sleep(DRAIN).await } => {
+            tracing::warn!(drain_s = DRAIN.as_secs(), "calls still open after the drain period; revoking leases anyway");
+        }
+    }
+    registry.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Binds `addr` (port 0 picks a free one).
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpIncoming> {
+    TcpIncoming::bind(addr).map(|i| i.with_nodelay(Some(true)))
+}
