@@ -1,3 +1,157 @@
 #!/usr/bin/env bash
-# Placeholder while the stage is being written.
-echo "server/run-tests.sh: not written yet"
+# fencelockd against clients nobody here wrote: a Go program on etcd's own generated clients (clientv3 for the lease,
+# v3lockpb.LockClient for Lock/Unlock, from the Go module proxy) drives fencelockd over Redis and ZooKeeper
+# (FENCELOCK_TEST_REDIS, FENCELOCK_TEST_ZK), against the fencelock CLI (the Rust SDK) holding the same names on the
+# same backend: exclusion both ways, fencing tokens rising across both, kill -9 of the Go program freeing the lock
+# within the lease TTL, and a graceful fencelockd shutdown releasing its locks at once. Prints `N passed, N failed`.
+# Usage: server/run-tests.sh [--no-build]
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}/debug
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+cd "$ROOT"
+if [[ ${1:-} != --no-build ]]; then
+    # The test command's own build (a no-op there): fencelockd and the fencelock CLI.
+    cargo build --workspace --all-targets --quiet
+fi
+if [[ -z ${FENCELOCK_TEST_REDIS:-} || -z ${FENCELOCK_TEST_ZK:-} ]]; then
+    echo "server/run-tests.sh: FENCELOCK_TEST_REDIS and FENCELOCK_TEST_ZK must be set (source scripts/services.sh's env)" >&2
+    exit 1
+fi
+
+# Go: the toolchain in /usr/local/go, modules from the Go module proxy into Go's default module cache.
+export PATH=$PATH:/usr/local/go/bin
+command -v go >/dev/null || { echo "server/run-tests.sh: go not found (expected /usr/local/go/bin/go)" >&2; exit 1; }
+start=$(date +%s)
+(cd server/tests/go && go build -o "$WORK/goclient" .)
+echo "go client built in $(($(date +%s) - start)) s"
+
+FENCELOCKD=$TARGET/fencelockd
+CLI=$TARGET/fencelock
+TTL=3 # the etcd lease TTL the Go program asks for, in seconds
+PASSED=0
+FAILED=0
+
+check() { # check NAME CONDITION-COMMAND...: one counted assertion
+    local name=$1
+    shift
+    if "$@"; then
+        PASSED=$((PASSED + 1))
+        echo "ok   $name"
+    else
+        FAILED=$((FAILED + 1))
+        echo "FAIL $name"
+    fi
+}
+
+# wait_for FILE REGEX SECONDS: until a line of FILE matches (bounded).
+wait_for() {
+    local deadline=$(($(date +%s%N) + $3 * 1000000000))
+    until grep -qE "$2" "$1" 2>/dev/null; do
+        (($(date +%s%N) < deadline)) || return 1
+        sleep 0.02
+    done
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# start_daemon BACKEND LOG: starts fencelockd on a free port; sets ADDR and DAEMON.
+start_daemon() {
+    "$FENCELOCKD" --listen 127.0.0.1:0 --backend "$1" >"$2.out" 2>"$2" &
+    DAEMON=$!
+    PIDS+=("$DAEMON")
+    wait_for "$2.out" '^listening on ' 10 || { cat "$2"; return 1; }
+    ADDR=$(sed -n 's/^listening on //p' "$2.out")
+}
+
+# go_hold NAME OUT: the Go program takes NAME and holds it until killed; sets GO.
+go_hold() {
+    "$WORK/goclient" -endpoint "$ADDR" -name "$1" -ttl "$TTL" -mode hold >"$2" 2>&1 &
+    GO=$!
+    PIDS+=("$GO")
+    wait_for "$2" '^LOCKED ' 15
+}
+
+rev_of() { sed -nE 's/^LOCKED key=.* rev=([0-9]+)$/\1/p' "$1" | tail -n1; }
+
+suite() { # suite LABEL BACKEND-URL
+    local label=$1 url=$2 name="fencelockd-go-$1-$RANDOM$RANDOM" log="$WORK/$1-daemon.log"
+    echo "--- $label ($url)"
+    start_daemon "$url" "$log"
+
+    # Lock, Unlock and Revoke through etcd's clients.
+    local out rc=0
+    out=$("$WORK/goclient" -endpoint "$ADDR" -name "$name" -ttl "$TTL" -mode worker -iterations 3 2>&1) || rc=$?
+    check "$label: the Go client locks and unlocks 3 times, tokens rising" \
+        bash -c '[[ $1 == 0 ]] && [[ $(grep -c "^UNLOCKED" <<<"$2") == 3 ]] &&
+            sed -nE "s/.* rev=([0-9]+)$/\1/p" <<<"$2" | sort -nc' _ "$rc" "$out"
+
+    # The Go client holds: the SDK is excluded.
+    go_hold "$name" "$WORK/$label-go1.out"
+    local go_rev sdk_rc=0
+    go_rev=$(rev_of "$WORK/$label-go1.out")
+    "$CLI" run --url "$url" --timeout 1 "$name" -- true 2>/dev/null || sdk_rc=$?
+    check "$label: a Go client's lock excludes the SDK (fencelock run times out: exit $sdk_rc)" test "$sdk_rc" = 124
+
+    # kill -9 of the Go client: its keep-alives stop, the lease expires, the lock is released within the TTL.
+    kill -9 "$GO"
+    wait "$GO" 2>/dev/null || true
+    local t0 t1 token_file="$WORK/$label-token"
+    t0=$(now_ms)
+    sdk_rc=0
+    "$CLI" run --url "$url" --timeout $((TTL * 3)) "$name" -- sh -c 'echo "$FENCELOCK_TOKEN" >"$1"' _ "$token_file" || sdk_rc=$?
+    t1=$(now_ms)
+    # The bound: the lease TTL, plus 1 s for the CLI to start, connect and be woken by the release.
+    check "$label: kill -9 of the Go client frees the lock within the ${TTL}s lease TTL (SDK got it after $((t1 - t0)) ms)" \
+        test "$sdk_rc" = 0 -a $((t1 - t0)) -le $((TTL * 1000 + 1000))
+    check "$label: the SDK's token ($(cat "$token_file" 2>/dev/null)) is above the Go client's ($go_rev)" \
+        test "$(cat "$token_file" 2>/dev/null || echo 0)" -gt "${go_rev:-0}"
+
+    # The SDK holds: the Go client is excluded, then gets the lock once the SDK lets go, with a higher token.
+    local held="$WORK/$label-sdk-held" sdk_token
+    "$CLI" run --url "$url" "$name" -- sh -c 'echo "$FENCELOCK_TOKEN" >"$1"; exec sleep 60' _ "$held" &
+    local sdk=$!
+    PIDS+=("$sdk")
+    wait_for "$held" '^[0-9]+$' 15
+    sdk_token=$(cat "$held")
+    rc=0
+    out=$("$WORK/goclient" -endpoint "$ADDR" -name "$name" -ttl "$TTL" -mode hold -hold 10ms -wait 1s 2>/dev/null) || rc=$?
+    check "$label: the SDK's lock excludes a Go client (Lock gives up: exit $rc, $out)" test "$rc" = 3 -a "$out" = TIMEOUT
+    "$WORK/goclient" -endpoint "$ADDR" -name "$name" -ttl "$TTL" -mode hold -hold 10ms >"$WORK/$label-go2.out" 2>&1 &
+    local waiter=$!
+    PIDS+=("$waiter")
+    kill -TERM "$sdk" # the CLI releases on SIGTERM
+    rc=0
+    wait "$waiter" || rc=$?
+    check "$label: the waiting Go client gets the lock when the SDK releases, token $(rev_of "$WORK/$label-go2.out") > $sdk_token" \
+        test "$rc" = 0 -a "$(rev_of "$WORK/$label-go2.out")" -gt "$sdk_token"
+
+    # Graceful shutdown: fencelockd revokes its leases, so the lock is free at once, not a TTL later.
+    TTL=30 go_hold "$name" "$WORK/$label-go3.out"
+    kill -TERM "$DAEMON"
+    rc=0
+    wait "$DAEMON" || rc=$?
+    sdk_rc=0
+    "$CLI" run --url "$url" --timeout 2 "$name" -- true 2>/dev/null || sdk_rc=$?
+    check "$label: SIGTERM to fencelockd (exit $rc) releases a 30 s lease's lock at once (SDK exit $sdk_rc)" \
+        test "$rc" = 0 -a "$sdk_rc" = 0
+    kill -9 "$GO" 2>/dev/null || true
+    wait "$GO" 2>/dev/null || true
+    check "$label: fencelockd's JSON log records the expiry of the killed client's lease" \
+        grep -q '"message":"lease expired: no keep-alive within its TTL"' "$log"
+}
+
+suite redis "$FENCELOCK_TEST_REDIS"
+suite zk "$FENCELOCK_TEST_ZK"
+
+echo "server: $PASSED passed, $FAILED failed"
+((FAILED == 0))
