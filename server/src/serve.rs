@@ -33,11 +33,13 @@ pub async fn serve(
     for name in SERVICES.into_iter().chain([""]) {
         health.set_service_status(name, ServingStatus::Serving).await;
     }
-    let reflection_v1 =
-        tonic_reflection::server::Builder::configure().register_encoded_file_descriptor_set(DESCRIPTORS).build_v1()?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(DESCRIPTORS)
-        .build_v1alpha()?;
+    // Both reflection versions: grpcurl and older tools still ask v1alpha.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(DESCRIPTORS)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let (reflection_v1, reflection_v1alpha) = (reflection().build_v1()?, reflection().build_v1alpha()?);
 
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let on_stop = {

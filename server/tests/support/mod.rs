@@ -1,0 +1,107 @@
+//! Helpers for the fencelockd integration tests: the built `fencelockd` binary on a free port against a real backend,
+//! and tonic clients generated from the same protos.
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use fencelockd::proto::etcdserverpb::lease_client::LeaseClient;
+use fencelockd::proto::fencelock_v1::locks_client::LocksClient;
+use fencelockd::proto::v3lockpb::lock_client::LockClient;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tonic::transport::Channel;
+
+/// The URL of a test server from `var` (set by scripts/services.sh). `None` skips, unless
+/// `FENCELOCK_REQUIRE_SERVICES=1` (the test command and CI), where a missing server fails loudly.
+pub fn service_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("FENCELOCK_REQUIRE_SERVICES").as_deref() == Ok("1") => {
+            panic!("{var} is not set but FENCELOCK_REQUIRE_SERVICES=1: start the servers with scripts/services.sh")
+        }
+        _ => {
+            eprintln!("skipped on {var}: not set (run the tests through scripts/test.sh to start the servers)");
+            None
+        }
+    }
+}
+
+/// A name no other test run uses.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The backends every test runs on: a fresh SQLite file and, when started, Redis.
+pub fn backends() -> Vec<String> {
+    let file = std::env::temp_dir().join(format!("{}.db", unique("fencelockd-test")));
+    let mut urls = vec![format!("sqlite:{}", file.display())];
+    urls.extend(service_url("FENCELOCK_TEST_REDIS"));
+    urls
+}
+
+/// A running fencelockd, killed on drop.
+#[derive(Debug)]
+pub struct Daemon {
+    pub child: Child,
+    pub addr: String,
+    pub channel: Channel,
+    pub backend: String,
+}
+
+impl Daemon {
+    /// Starts fencelockd on a free port against `backend`, with `extra` arguments, and connects to it.
+    pub async fn start(backend: &str, extra: &[&str]) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fencelockd"))
+            .args(["--listen", "127.0.0.1:0", "--backend", backend])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start fencelockd");
+        let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("fencelockd printed its address in time")
+            .expect("read fencelockd's stdout")
+            .expect("fencelockd printed a line");
+        let addr = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let channel = Channel::from_shared(format!("http://{addr}")).expect("uri").connect().await.expect("connect");
+        Daemon { child, addr: addr.to_string(), channel, backend: backend.to_string() }
+    }
+
+    pub fn leases(&self) -> LeaseClient<Channel> {
+        LeaseClient::new(self.channel.clone())
+    }
+
+    pub fn locks(&self) -> LockClient<Channel> {
+        LockClient::new(self.channel.clone())
+    }
+
+    pub fn native(&self) -> LocksClient<Channel> {
+        LocksClient::new(self.channel.clone())
+    }
+
+    /// A fencelock SDK client on the same backend.
+    pub async fn sdk(&self) -> fencelock::Client {
+        fencelock::Client::connect(&self.backend).await.expect("SDK connect")
+    }
+
+    /// SIGTERM, then the exit status.
+    pub async fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("running") as i32;
+        let status = Command::new("kill").args(["-TERM", &pid.to_string()]).status().await.expect("kill");
+        assert!(status.success());
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("fencelockd exits after SIGTERM")
+            .expect("wait")
+    }
+}
+
+/// Bounds a test step so a hang fails instead of stalling the run.
+pub async fn within<T>(what: &str, secs: u64, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), f).await.unwrap_or_else(|_| panic!("{what}: took over {secs} s"))
+}
