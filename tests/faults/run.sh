@@ -1,3 +1,66 @@
 #!/usr/bin/env bash
-# Placeholder while the stage is being written.
-echo "tests/faults/run.sh: not written yet"
+# The faults stage: the Jepsen-style safety suite (tests/faults/README.md). One `ci` run per backend and one `canary`
+# run, each in a private network namespace of its own with its own servers; fails if any run fails an assertion.
+#
+#   tests/faults/run.sh                    every backend, a random seed (printed; FENCELOCK_FAULTS_SEED=N to repeat)
+#   FENCELOCK_FAULTS_BACKENDS="redis zk" tests/faults/run.sh
+#
+# Needs root (unshare -n), the debug build of the workspace, the Python venv (target/python/venv) and the Node addon
+# (node/), which the earlier stages of scripts/test.sh make. It ignores the FENCELOCK_TEST_* servers of the other
+# stages: those live in the machine's namespace, which this suite never touches.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+readonly ROOT
+readonly LOCKTEST=$ROOT/target/debug/locktest
+readonly BACKENDS=${FENCELOCK_FAULTS_BACKENDS:-redis redlock etcd zk postgres sqlite}
+readonly SEED=${FENCELOCK_FAULTS_SEED:-$((RANDOM * 32768 + RANDOM))}
+
+log() { printf 'faults: %s\n' "$*" >&2; }
+die() {
+    log "error: $*"
+    exit 1
+}
+
+# Packages only this suite needs (the services stage installs the servers): libfaketime, ip/unshare.
+ensure_packages() {
+    local missing=()
+    [[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]] || missing+=(faketime)
+    command -v ip >/dev/null || missing+=(iproute2)
+    command -v unshare >/dev/null || missing+=(util-linux)
+    ((${#missing[@]})) || return 0
+    local sudo=()
+    ((EUID == 0)) || sudo=(sudo)
+    log "installing ${missing[*]}"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+main() {
+    cd "$ROOT"
+    ((EUID == 0)) || die "the suite needs root for its private network namespace (unshare -n)"
+    ensure_packages
+    [[ -x $LOCKTEST ]] || cargo build -p fencelock-faults
+    [[ -x target/python/venv/bin/python ]] || die "no Python venv with fencelock (python/run-tests.sh makes it)"
+    target/python/venv/bin/python -c 'import fencelock' || die "fencelock is not installed in target/python/venv"
+    compgen -G 'node/fencelock.*.node' >/dev/null || die "the Node addon is not built (node/run-tests.sh builds it)"
+
+    log "seed $SEED (FENCELOCK_FAULTS_SEED=$SEED tests/faults/run.sh repeats the schedules)"
+    local failed=() runs=() b t0
+    for b in $BACKENDS; do
+        t0=$SECONDS
+        if ! "$LOCKTEST" run --backend "$b" --profile ci --seed "$SEED"; then failed+=("$b ci"); fi
+        runs+=("target/faults/$b-ci-$SEED")
+        log "$b ci: $((SECONDS - t0))s"
+    done
+    # The canary: client pauses only; it fails unless the faults make an unfenced resource go wrong.
+    t0=$SECONDS
+    if ! "$LOCKTEST" run --backend redis --profile canary --seed "$SEED"; then failed+=("redis canary"); fi
+    runs+=("target/faults/redis-canary-$SEED")
+    log "redis canary: $((SECONDS - t0))s"
+
+    "$LOCKTEST" table "${runs[@]}" | tee target/faults/table-"$SEED".md
+    ((${#failed[@]} == 0)) || die "failed: ${failed[*]}"
+}
+
+main "$@"

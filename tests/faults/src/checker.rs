@@ -1,0 +1,762 @@
+//! The checker (SAFETY-TESTING.md §5): reads a history and computes the figures of §6, per property.
+
+use crate::history::Event;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// One hold of the lock as the worker saw it.
+#[derive(Debug, Clone, Default)]
+pub struct Session {
+    pub id: String,
+    pub client: String,
+    pub token: u64,
+    pub t_invoke: u64,
+    pub t_ok: u64,
+    /// The first of: release invoked, lost notification, process killed, end of test.
+    pub t_end: u64,
+    /// Release invoked, process killed or end of test (a notification does not end the hold for loss detection).
+    pub t_let_go: u64,
+    pub killed: bool,
+    /// The first sign from the SDK that the lock was lost: the lost event, or LOCK_LOST from renew/release.
+    pub t_notify: Option<u64>,
+    pub t_lost_event: Option<u64>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, Clone)]
+pub struct PolicyFigures {
+    pub interleave: u64,
+    pub stale_accepted: u64,
+    pub lost_updates: i64,
+    pub accepted_writes: u64,
+}
+
+impl PolicyFigures {
+    pub fn total(&self) -> i64 {
+        (self.interleave + self.stale_accepted) as i64 + self.lost_updates.max(0)
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, Clone)]
+#[serde(default)]
+pub struct Report {
+    pub run: String,
+    pub duration_s: f64,
+    pub clients: BTreeMap<String, String>,
+    pub acquire_ok: u64,
+    pub acquire_fail: u64,
+    pub acquire_info: u64,
+    pub release_ok: u64,
+    pub release_fail: u64,
+    pub nested: u64,
+    pub renew_ok: u64,
+    pub renew_fail: u64,
+    pub faults: BTreeMap<String, u64>,
+    pub fenced: PolicyFigures,
+    pub shadow: PolicyFigures,
+    pub cas: PolicyFigures,
+    pub overlap_pairs: u64,
+    pub overlap_total_s: f64,
+    pub overlap_max_s: f64,
+    pub token_duplicates: u64,
+    pub token_regressions: u64,
+    pub losses: u64,
+    pub losses_notified: u64,
+    /// Losses of clients that were not killed and had let go before the end, yet got no notification.
+    pub losses_unnotified: Vec<String>,
+    pub notify_latency_p50_ms: Option<i64>,
+    pub notify_latency_max_ms: Option<i64>,
+    pub stale_attempts_after_notify: u64,
+    pub notified_without_competitor: u64,
+    pub resurrections: u64,
+    pub unsafe_releases: u64,
+    pub reentrancy_violations: u64,
+    pub recovery_p50_s: Option<f64>,
+    pub recovery_max_s: Option<f64>,
+    pub final_phase_s: Option<f64>,
+    pub final_phase_missing: Vec<String>,
+    pub false_alarms: u64,
+    pub false_alarm_examples: Vec<String>,
+    pub canary: bool,
+    pub failures: Vec<String>,
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    Some(sorted[i])
+}
+
+/// The run's phase marks: `start`, `faults`, `heal`, `end` (missing ones are taken from the history's bounds).
+struct Phases {
+    start: u64,
+    faults: u64,
+    heal: u64,
+    end: u64,
+}
+
+fn phases(h: &[Event]) -> Phases {
+    let first = h.first().map_or(0, |e| e.t_ref);
+    let last = h.last().map_or(0, |e| e.t_ref);
+    let mark = |name: &str| h.iter().find(|e| e.is("run", "phase", name)).map(|e| e.t_ref);
+    let start = mark("start").unwrap_or(first);
+    let end = mark("end").unwrap_or(last);
+    let first_fault = h.iter().find(|e| e.src == "nemesis" && e.kind == "start").map(|e| e.t_ref);
+    Phases { start, faults: mark("faults").or(first_fault).unwrap_or(end), heal: mark("heal").unwrap_or(end), end }
+}
+
+/// Builds the sessions from the worker events.
+pub fn sessions(h: &[Event]) -> Vec<Session> {
+    let end = phases(h).end;
+    let mut last_invoke: HashMap<(String, u32), u64> = HashMap::new();
+    let mut out: Vec<Session> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    // A killed worker's hold ends at the kill (the nemesis names the pid it killed).
+    let kills: HashMap<u32, u64> = h
+        .iter()
+        .filter(|e| e.is("nemesis", "start", "client-kill"))
+        .filter_map(|e| e.pid.map(|p| (p, e.t_ref)))
+        .collect();
+    for e in h.iter().filter(|e| e.src == "worker") {
+        let key = (e.client.clone().unwrap_or_default(), e.pid.unwrap_or(0));
+        match (e.kind.as_str(), e.f.as_deref()) {
+            ("invoke", Some("acquire")) => {
+                last_invoke.insert(key, e.t_ref);
+            }
+            ("ok", Some("acquire")) => {
+                let id = e.session.clone().unwrap_or_default();
+                let t_kill = kills.get(&key.1).copied();
+                let t_let_go = t_kill.unwrap_or(end).max(e.t_ref);
+                index.insert(id.clone(), out.len());
+                out.push(Session {
+                    id,
+                    client: key.0.clone(),
+                    token: e.token.unwrap_or(0),
+                    t_invoke: last_invoke.get(&key).copied().unwrap_or(e.t_ref),
+                    t_ok: e.t_ref,
+                    t_end: t_let_go,
+                    t_let_go,
+                    killed: t_kill.is_some(),
+                    ..Session::default()
+                });
+            }
+            (kind, f) => {
+                let Some(&i) = e.session.as_ref().and_then(|s| index.get(s)) else { continue };
+                let s = &mut out[i];
+                let lost_code = e.error.as_deref() == Some("LOCK_LOST");
+                match (kind, f) {
+                    ("invoke", Some("release")) if e.t_ref < s.t_let_go => {
+                        s.t_let_go = e.t_ref;
+                        s.killed = false;
+                    }
+                    ("lost", _) => {
+                        s.t_lost_event.get_or_insert(e.t_ref);
+                        s.t_notify = Some(s.t_notify.map_or(e.t_ref, |t| t.min(e.t_ref)));
+                    }
+                    ("fail", Some("renew" | "release")) if lost_code => {
+                        s.t_notify = Some(s.t_notify.map_or(e.t_ref, |t| t.min(e.t_ref)));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    for s in &mut out {
+        s.t_end = s.t_let_go.min(s.t_lost_event.unwrap_or(u64::MAX));
+    }
+    out
+}
+
+fn policy(ops: &[&Event], p: usize) -> PolicyFigures {
+    let mut f = PolicyFigures::default();
+    let mut spans: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut max_token = 0u64;
+    let mut final_value = 0i64;
+    for (i, e) in ops.iter().enumerate() {
+        let ok = e.ok.is_some_and(|ok| ok[p]);
+        if let Some(after) = e.after {
+            final_value = after[p];
+        }
+        if !ok {
+            continue;
+        }
+        let token = e.token.unwrap_or(0);
+        if token < max_token {
+            f.stale_accepted += 1;
+        }
+        max_token = max_token.max(token);
+        if e.f.as_deref() == Some("write") {
+            f.accepted_writes += 1;
+        }
+        let span = spans.entry(e.session.as_deref().unwrap_or("")).or_insert((i, i));
+        span.1 = i;
+    }
+    let mut spans: Vec<(usize, usize)> = spans.into_values().collect();
+    spans.sort();
+    for (a, sa) in spans.iter().enumerate() {
+        f.interleave += spans[a + 1..].iter().take_while(|sb| sb.0 < sa.1).count() as u64;
+    }
+    f.lost_updates = f.accepted_writes as i64 - final_value;
+    f
+}
+
+/// Checks a history; `canary` adds the assertion that unfenced violations were seen.
+pub fn check(h: &[Event], canary: bool) -> Report {
+    let mut h: Vec<Event> = h.to_vec();
+    h.sort_by_key(|e| e.t_ref);
+    let ph = phases(&h);
+    let mut r = Report { canary, ..Report::default() };
+    r.run = h.iter().find(|e| e.is("run", "phase", "start")).and_then(|e| e.detail.clone()).unwrap_or_default();
+    r.duration_s = secs(ph.end.saturating_sub(ph.start));
+    let ss = sessions(&h);
+
+    for e in h.iter().filter(|e| e.src == "worker") {
+        if let (Some(c), Some(l)) = (&e.client, &e.lang) {
+            r.clients.entry(c.clone()).or_insert_with(|| l.clone());
+        }
+        match (e.kind.as_str(), e.f.as_deref().unwrap_or("")) {
+            ("ok", "acquire") => r.acquire_ok += 1,
+            ("fail", "acquire") => r.acquire_fail += 1,
+            ("info", "acquire") => r.acquire_info += 1,
+            ("ok", "release") => r.release_ok += 1,
+            ("fail", "release") => r.release_fail += 1,
+            ("ok", "nested-acquire") => r.nested += 1,
+            ("ok", "renew") => r.renew_ok += 1,
+            ("fail", "renew") => r.renew_fail += 1,
+            _ => {}
+        }
+    }
+    for e in h.iter().filter(|e| e.src == "nemesis" && e.kind == "start") {
+        *r.faults.entry(e.f.clone().unwrap_or_default()).or_default() += 1;
+    }
+
+    // P1 / P3: the referee's decisions per policy.
+    let ops: Vec<&Event> = h.iter().filter(|e| e.src == "referee").collect();
+    r.fenced = policy(&ops, 0);
+    r.shadow = policy(&ops, 1);
+    r.cas = policy(&ops, 2);
+
+    // P4: believed overlap.
+    let mut by_ok: Vec<&Session> = ss.iter().collect();
+    by_ok.sort_by_key(|s| s.t_ok);
+    let mut overlaps: Vec<(&Session, &Session)> = Vec::new();
+    for (a, sa) in by_ok.iter().enumerate() {
+        for sb in by_ok[a + 1..].iter().take_while(|sb| sb.t_ok < sa.t_end) {
+            if sb.t_ok < sb.t_end {
+                let len = sa.t_end.min(sb.t_end) - sb.t_ok;
+                r.overlap_pairs += 1;
+                r.overlap_total_s += secs(len);
+                r.overlap_max_s = r.overlap_max_s.max(secs(len));
+                overlaps.push((sa, sb));
+            }
+        }
+    }
+
+    // P2: tokens.
+    let mut by_token: HashMap<u64, u64> = HashMap::new();
+    for s in &ss {
+        *by_token.entry(s.token).or_default() += 1;
+    }
+    r.token_duplicates = by_token.values().filter(|&&n| n > 1).map(|n| n - 1).sum();
+    r.token_regressions =
+        ss.iter().filter(|j| ss.iter().any(|i| i.id != j.id && i.t_ok < j.t_invoke && j.token <= i.token)).count()
+            as u64;
+
+    // P5: losses and notifications.
+    let fenced_rejections: Vec<&Event> = ops.iter().copied().filter(|e| e.ok.is_some_and(|ok| !ok[0])).collect();
+    let mut latencies: Vec<i64> = Vec::new();
+    for i in &ss {
+        let competitor =
+            ss.iter().filter(|j| j.id != i.id && j.t_ok > i.t_ok && j.t_ok < i.t_let_go).map(|j| j.t_ok).min();
+        let rejected = fenced_rejections.iter().filter(|e| e.session.as_deref() == Some(&i.id)).map(|e| e.t_ref).min();
+        let t_lost = match (competitor, rejected) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match (t_lost, i.t_notify) {
+            (Some(t), notify) => {
+                r.losses += 1;
+                if let Some(n) = notify {
+                    r.losses_notified += 1;
+                    latencies.push((n as i64 - t as i64) / 1_000_000);
+                } else if !i.killed && i.t_let_go < ph.end {
+                    r.losses_unnotified.push(i.id.clone());
+                }
+            }
+            (None, Some(_)) => r.notified_without_competitor += 1,
+            (None, None) => {}
+        }
+        if let Some(n) = i.t_notify {
+            r.stale_attempts_after_notify +=
+                ops.iter().filter(|e| e.session.as_deref() == Some(&i.id) && e.t_ref > n).count() as u64;
+        }
+    }
+    latencies.sort();
+    r.notify_latency_p50_ms = percentile(&latencies, 0.5);
+    r.notify_latency_max_ms = latencies.last().copied();
+
+    // P6 / P7: renewals and releases that succeeded after another session acquired (and, for releases, still held).
+    let session = |id: &str| ss.iter().find(|s| s.id == id);
+    let mut invoked: HashMap<(String, &str), u64> = HashMap::new();
+    for e in h.iter().filter(|e| e.src == "worker") {
+        let (Some(id), Some(f)) = (e.session.as_deref(), e.f.as_deref()) else { continue };
+        if e.kind == "invoke" {
+            invoked.insert((id.to_string(), f), e.t_ref);
+            continue;
+        }
+        if e.kind != "ok" || !(f == "renew" || f == "release") {
+            continue;
+        }
+        let (Some(i), Some(&t_inv)) = (session(id), invoked.get(&(id.to_string(), f))) else { continue };
+        let newer = |j: &&Session| j.id != i.id && j.t_ok > i.t_ok && j.t_ok < t_inv;
+        if f == "renew" && ss.iter().any(|j| newer(&j)) {
+            r.resurrections += 1;
+        }
+        if f == "release" && ss.iter().any(|j| newer(&j) && j.t_end > t_inv) {
+            r.unsafe_releases += 1;
+        }
+    }
+
+    // P8: a nested acquire returns the outer grant's token.
+    for e in h.iter().filter(|e| e.is("worker", "ok", "nested-acquire")) {
+        if let Some(s) = e.session.as_deref().and_then(session)
+            && e.token != Some(s.token)
+        {
+            r.reentrancy_violations += 1;
+        }
+    }
+
+    // P9: recovery after each heal of a fault, and the final phase.
+    let oks: Vec<&Session> = by_ok.clone();
+    let next_ok = |t: u64| oks.iter().find(|s| s.t_ok >= t).map(|s| s.t_ok - t);
+    let mut rec: Vec<i64> = h
+        .iter()
+        .filter(|e| e.src == "nemesis" && e.kind == "stop")
+        .filter_map(|e| next_ok(e.t_ref))
+        .map(|d| d as i64)
+        .collect();
+    rec.sort();
+    r.recovery_p50_s = percentile(&rec, 0.5).map(|d| secs(d as u64));
+    r.recovery_max_s = rec.last().map(|&d| secs(d as u64));
+    let mut last_per_client: BTreeMap<&str, Option<u64>> = BTreeMap::new();
+    for c in r.clients.keys() {
+        let first = ss.iter().filter(|s| &s.client == c && s.t_ok >= ph.heal).map(|s| s.t_ok).min();
+        last_per_client.insert(c, first);
+    }
+    r.final_phase_missing = last_per_client.iter().filter(|(_, t)| t.is_none()).map(|(c, _)| c.to_string()).collect();
+    if r.final_phase_missing.is_empty() {
+        r.final_phase_s = last_per_client.values().flatten().max().map(|t| secs(t - ph.heal));
+    }
+
+    // P10: false alarms in the quiet windows (warm-up, after the heal).
+    let windows = [(ph.start, ph.faults), (ph.heal, ph.end)];
+    let quiet = |s: &Session| windows.iter().any(|&(a, b)| s.t_invoke >= a && s.t_let_go <= b && b > a);
+    let alarm = |r: &mut Report, what: String| {
+        r.false_alarms += 1;
+        if r.false_alarm_examples.len() < 5 {
+            r.false_alarm_examples.push(what);
+        }
+    };
+    for s in ss.iter().filter(|s| quiet(s)) {
+        if s.t_notify.is_some() {
+            alarm(&mut r, format!("lock-lost notification in a quiet period: session {}", s.id));
+        }
+        if fenced_rejections.iter().any(|e| e.session.as_deref() == Some(&s.id)) {
+            alarm(&mut r, format!("fenced rejection in a quiet period: session {}", s.id));
+        }
+    }
+    for (a, b) in &overlaps {
+        if quiet(a) && quiet(b) {
+            alarm(&mut r, format!("believed overlap in a quiet period: sessions {} and {}", a.id, b.id));
+        }
+    }
+
+    r.failures = failures(&r);
+    r
+}
+
+/// The must-be-zero figures and the liveness checks (SAFETY-TESTING.md §6 "CI assertions").
+fn failures(r: &Report) -> Vec<String> {
+    let mut f = Vec::new();
+    let mut must_be_zero = |what: &str, n: i64| {
+        if n != 0 {
+            f.push(format!("{what} = {n} (must be 0)"));
+        }
+    };
+    must_be_zero("P1 fenced interleave", r.fenced.interleave as i64);
+    must_be_zero("P1 fenced stale-accepted", r.fenced.stale_accepted as i64);
+    must_be_zero("P1 fenced lost-updates", r.fenced.lost_updates);
+    must_be_zero("P2 token duplicates", r.token_duplicates as i64);
+    must_be_zero("P2 token regressions", r.token_regressions as i64);
+    must_be_zero("P5 losses not notified", r.losses_unnotified.len() as i64);
+    must_be_zero("P6 renewals after another acquired", r.resurrections as i64);
+    must_be_zero("P7 releases while another held", r.unsafe_releases as i64);
+    must_be_zero("P8 nested acquires with another token", r.reentrancy_violations as i64);
+    must_be_zero("P10 false alarms in quiet periods", r.false_alarms as i64);
+    if r.acquire_ok == 0 {
+        f.push("no acquisition at all".into());
+    }
+    if !r.final_phase_missing.is_empty() {
+        f.push(format!("P9 final phase: no acquisition after the heal by {}", r.final_phase_missing.join(", ")));
+    }
+    if r.canary && r.shadow.total() == 0 {
+        f.push("canary: no violation without fencing — the faults did not bite".into());
+    }
+    f
+}
+
+fn opt_s(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}s"))
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "[PASS]" } else { "[FAIL]" }
+}
+
+/// One Markdown row per run, for the README's Safety table.
+pub fn table(reports: &[Report]) -> String {
+    let mut s = String::from(
+        "| run | acquisitions ok | faults | violations with fencing | without fencing (interleave/stale/lost) | \
+         cas-unique | token dup/regress | losses notified | renew after other (P6) | unsafe release (P7) | \
+         recovery p50/max | final phase | false alarms | result |\n",
+    );
+    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for r in reports {
+        let faults: u64 = r.faults.values().sum();
+        let pol = |p: &PolicyFigures| format!("{}/{}/{}", p.interleave, p.stale_accepted, p.lost_updates);
+        let run = r.run.replace("backend=", "").replace(" profile=", " ").replace(" seed=", " seed ");
+        s += &format!(
+            "| {run} | {} | {faults} | {} | {} | {} | {}/{} | {}/{} | {} | {} | {}/{} | {}/{} in {} | {} | {} |\n",
+            r.acquire_ok,
+            r.fenced.total(),
+            pol(&r.shadow),
+            pol(&r.cas),
+            r.token_duplicates,
+            r.token_regressions,
+            r.losses_notified,
+            r.losses,
+            r.resurrections,
+            r.unsafe_releases,
+            opt_s(r.recovery_p50_s),
+            opt_s(r.recovery_max_s),
+            r.clients.len() - r.final_phase_missing.len(),
+            r.clients.len(),
+            opt_s(r.final_phase_s),
+            r.false_alarms,
+            if r.failures.is_empty() { "PASS" } else { "FAIL" },
+        );
+    }
+    s
+}
+
+/// The §6 layout.
+pub fn render(r: &Report) -> String {
+    let mut langs: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in r.clients.values() {
+        *langs.entry(l).or_default() += 1;
+    }
+    let langs: Vec<String> = langs.iter().map(|(l, n)| format!("{l}×{n}")).collect();
+    let faults: Vec<String> = r.faults.iter().map(|(f, n)| format!("{f}×{n}")).collect();
+    let pol = |p: &PolicyFigures| {
+        format!("interleave={} stale-accepted={} lost-updates={}", p.interleave, p.stale_accepted, p.lost_updates)
+    };
+    let mut s = String::new();
+    s += &format!("{} duration={:.1}s clients={} ({})\n", r.run, r.duration_s, r.clients.len(), langs.join(", "));
+    s += &format!(
+        "acquisitions: ok={} fail={} info={}   releases: ok={} fail={}   nested: {}\n",
+        r.acquire_ok, r.acquire_fail, r.acquire_info, r.release_ok, r.release_fail, r.nested
+    );
+    s += &format!("faults: {}\n", if faults.is_empty() { "none".into() } else { faults.join(" ") });
+    s += &format!("violations with fencing:    {}   {}\n", pol(&r.fenced), verdict(r.fenced.total() == 0));
+    let canary = if r.canary { verdict(r.shadow.total() > 0) } else { "(measured)" };
+    s += &format!("violations without fencing: {}   {}\n", pol(&r.shadow), canary);
+    s += &format!("           cas-unique:      {}   (measured)\n", pol(&r.cas));
+    s += &format!(
+        "believed-overlap: pairs={} total={:.1}s max={:.1}s   (measured)\n",
+        r.overlap_pairs, r.overlap_total_s, r.overlap_max_s
+    );
+    s += &format!(
+        "tokens: duplicates={} regressions={}   {}\n",
+        r.token_duplicates,
+        r.token_regressions,
+        verdict(r.token_duplicates + r.token_regressions == 0)
+    );
+    s += &format!(
+        "lock-lost notifications: losses={} delivered={} (p50 {:+}ms, max {:+}ms) undelivered={}   {}\n",
+        r.losses,
+        r.losses_notified,
+        r.notify_latency_p50_ms.unwrap_or(0),
+        r.notify_latency_max_ms.unwrap_or(0),
+        r.losses_unnotified.len(),
+        verdict(r.losses_unnotified.is_empty())
+    );
+    s += &format!(
+        "                         stale attempts after notify={} notified without a competitor={}\n",
+        r.stale_attempts_after_notify, r.notified_without_competitor
+    );
+    s += &format!(
+        "watchdog: renewals ok={} fail={} resurrections={}   unsafe releases={}   reentrancy={}   {}\n",
+        r.renew_ok,
+        r.renew_fail,
+        r.resurrections,
+        r.unsafe_releases,
+        r.reentrancy_violations,
+        verdict(r.resurrections + r.unsafe_releases + r.reentrancy_violations == 0)
+    );
+    s += &format!(
+        "recovery after heal: p50={} max={}; final phase: {}/{} clients acquired in {}   {}\n",
+        opt_s(r.recovery_p50_s),
+        opt_s(r.recovery_max_s),
+        r.clients.len() - r.final_phase_missing.len(),
+        r.clients.len(),
+        opt_s(r.final_phase_s),
+        verdict(r.final_phase_missing.is_empty())
+    );
+    s += &format!("false alarms in quiet periods: {}   {}\n", r.false_alarms, verdict(r.false_alarms == 0));
+    for ex in &r.false_alarm_examples {
+        s += &format!("    {ex}\n");
+    }
+    for f in &r.failures {
+        s += &format!("FAIL: {f}\n");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    //! Known-bad histories: each must trip exactly the property it breaks; the clean one trips none.
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[derive(Default)]
+    struct H(Vec<Event>);
+
+    impl H {
+        fn run(mut self, start: u64, faults: u64, heal: u64, end: u64) -> Self {
+            for (f, t) in [("start", start), ("faults", faults), ("heal", heal), ("end", end)] {
+                self.0.push(Event::new("run", "phase", f, t));
+            }
+            self
+        }
+        fn w(mut self, t: u64, kind: &str, f: &str, client: &str, session: Option<&str>, token: Option<u64>) -> Self {
+            let mut e = Event::new("worker", kind, f, t);
+            e.client = Some(client.into());
+            e.lang = Some("rust".into());
+            e.pid = Some(client.len() as u32);
+            e.session = session.map(Into::into);
+            e.token = token;
+            if kind == "fail" && f != "acquire" {
+                e.error = Some("LOCK_LOST".into());
+            }
+            self.0.push(e);
+            self
+        }
+        /// A whole hold: acquire invoke/ok at `t`, release invoke/ok at `t2`.
+        fn hold(self, t: u64, t2: u64, client: &str, session: &str, token: u64) -> Self {
+            self.w(t, "invoke", "acquire", client, None, None)
+                .w(t + 1, "ok", "acquire", client, Some(session), Some(token))
+                .w(t2, "invoke", "release", client, Some(session), Some(token))
+                .w(t2 + 1, "ok", "release", client, Some(session), Some(token))
+        }
+        fn op(
+            mut self,
+            t: u64,
+            f: &str,
+            session: &str,
+            token: u64,
+            ok: [bool; 3],
+            (before, after): (i64, i64),
+        ) -> Self {
+            let mut e = Event::new("referee", "op", f, t);
+            e.session = Some(session.into());
+            e.token = Some(token);
+            e.ok = Some(ok);
+            e.before = Some([before; 3]);
+            e.after = Some([after; 3]);
+            self.0.push(e);
+            self
+        }
+        fn fault(mut self, t: u64, kind: &str, f: &str) -> Self {
+            self.0.push(Event::new("nemesis", kind, f, t));
+            self
+        }
+        fn check(&self, canary: bool) -> Report {
+            check(&self.0, canary)
+        }
+    }
+
+    const ALL: [bool; 3] = [true, true, true];
+
+    /// Two clients taking turns, a fault in the middle, both acquiring after the heal.
+    fn clean() -> H {
+        H::default()
+            .run(0, 3 * S, 20 * S, 30 * S)
+            .hold(S, 2 * S, "a", "a1", 10)
+            .op(S + 10, "read", "a1", 10, ALL, (0, 0))
+            .op(S + 20, "write", "a1", 10, ALL, (0, 1))
+            .hold(4 * S, 5 * S, "b", "b1", 11)
+            .op(4 * S + 10, "read", "b1", 11, ALL, (1, 1))
+            .op(4 * S + 20, "write", "b1", 11, ALL, (1, 2))
+            .fault(6 * S, "start", "client-pause")
+            .fault(8 * S, "stop", "client-pause")
+            .hold(21 * S, 22 * S, "a", "a2", 100)
+            .hold(23 * S, 24 * S, "b", "b2", 200)
+    }
+
+    #[test]
+    fn a_clean_history_passes() {
+        let r = clean().check(false);
+        assert_eq!(r.failures, Vec::<String>::new(), "{}", render(&r));
+        assert_eq!(r.acquire_ok, 4);
+        assert_eq!(r.faults.get("client-pause"), Some(&1));
+        assert!(r.final_phase_s.is_some_and(|t| (t - 3.0).abs() < 1e-6), "{:?}", r.final_phase_s);
+    }
+
+    #[test]
+    fn the_canary_fails_when_the_faults_did_not_bite() {
+        let r = clean().check(true);
+        assert!(r.failures.iter().any(|f| f.starts_with("canary")), "{:?}", r.failures);
+    }
+
+    /// A paused stale holder (token 10) writes after b (11) read: fenced and cas reject, the shadow takes it.
+    fn stale_write(fenced_accepts: bool) -> H {
+        clean()
+            .hold(10 * S, 15 * S, "a", "a9", 20)
+            .hold(12 * S, 13 * S, "b", "b9", 21)
+            .op(10 * S + 10, "read", "a9", 20, ALL, (2, 2))
+            .op(12 * S + 10, "read", "b9", 21, ALL, (2, 2))
+            .op(12 * S + 20, "write", "b9", 21, ALL, (2, 3))
+            .op(14 * S, "write", "a9", 20, [fenced_accepts, true, false], (3, 3))
+    }
+
+    #[test]
+    fn a_stale_write_counts_without_fencing_and_passes_the_canary() {
+        let r = stale_write(false).w(13 * S, "lost", "lost", "a", Some("a9"), Some(20)).check(true);
+        assert_eq!(r.failures, Vec::<String>::new(), "{}", render(&r));
+        assert_eq!((r.shadow.interleave, r.shadow.stale_accepted, r.shadow.lost_updates), (1, 1, 1));
+        assert_eq!((r.fenced.interleave, r.fenced.stale_accepted, r.fenced.lost_updates), (0, 0, 0));
+        assert_eq!(r.cas.total(), 0);
+        assert_eq!(r.overlap_pairs, 1);
+        assert_eq!(r.losses, 1);
+    }
+
+    #[test]
+    fn a_stale_write_the_fence_accepted_is_p1() {
+        let r = stale_write(true).check(false);
+        assert_eq!((r.fenced.interleave, r.fenced.stale_accepted), (1, 1));
+        assert!(r.failures.iter().any(|f| f.starts_with("P1 fenced stale")), "{:?}", r.failures);
+    }
+
+    #[test]
+    fn a_loss_without_notification_fails_and_a_notified_one_passes() {
+        let r = stale_write(false).check(false);
+        assert_eq!(r.losses_unnotified, vec!["a9".to_string()]);
+        let r = stale_write(false).w(12 * S + 500_000_000, "lost", "lost", "a", Some("a9"), Some(20)).check(false);
+        assert!(r.losses_unnotified.is_empty());
+        assert_eq!(r.losses_notified, 1);
+        assert_eq!(r.notify_latency_p50_ms, Some(499));
+        // It wrote after the notification.
+        assert_eq!(r.stale_attempts_after_notify, 1);
+    }
+
+    #[test]
+    fn duplicate_and_regressed_tokens_are_p2() {
+        let r = clean().hold(10 * S, 11 * S, "b", "b5", 11).check(false);
+        assert_eq!(r.token_duplicates, 1);
+        assert_eq!(r.token_regressions, 1);
+        assert!(r.failures.iter().any(|f| f.starts_with("P2 token duplicates")));
+        let r = clean().hold(10 * S, 11 * S, "b", "b5", 3).check(false);
+        assert_eq!((r.token_duplicates, r.token_regressions), (0, 1));
+        // Concurrent acquisitions may take tokens in either order.
+        let r = H::default().run(0, 0, S, 2 * S).hold(10, 20, "a", "a1", 5).hold(9, 30, "b", "b1", 4).check(false);
+        assert_eq!(r.token_regressions, 0);
+    }
+
+    #[test]
+    fn a_renewal_after_another_acquired_is_p6() {
+        let r = clean()
+            .hold(10 * S, 15 * S, "a", "a9", 20)
+            .hold(12 * S, 13 * S, "b", "b9", 21)
+            .w(14 * S, "invoke", "renew", "a", Some("a9"), Some(20))
+            .w(14 * S + 5, "ok", "renew", "a", Some("a9"), Some(20))
+            .w(14 * S + 6, "lost", "lost", "a", Some("a9"), Some(20))
+            .check(false);
+        assert_eq!(r.resurrections, 1);
+        assert!(r.failures.iter().any(|f| f.starts_with("P6")), "{:?}", r.failures);
+        // A failed renewal is what should happen.
+        let r = clean()
+            .hold(10 * S, 15 * S, "a", "a9", 20)
+            .hold(12 * S, 13 * S, "b", "b9", 21)
+            .w(14 * S, "invoke", "renew", "a", Some("a9"), Some(20))
+            .w(14 * S + 5, "fail", "renew", "a", Some("a9"), Some(20))
+            .check(false);
+        assert_eq!(r.resurrections, 0);
+        assert!(r.losses_unnotified.is_empty(), "LOCK_LOST from renew is a notification");
+    }
+
+    #[test]
+    fn a_release_that_succeeds_while_another_holds_is_p7() {
+        let r = clean().hold(10 * S, 14 * S, "a", "a9", 20).hold(12 * S, 16 * S, "b", "b9", 21).check(false);
+        assert_eq!(r.unsafe_releases, 1);
+        assert!(r.failures.iter().any(|f| f.starts_with("P7")), "{:?}", r.failures);
+        // b had let go before a released: a's release found nobody to hurt.
+        let r = clean().hold(10 * S, 14 * S, "a", "a9", 20).hold(12 * S, 13 * S, "b", "b9", 21).check(false);
+        assert_eq!(r.unsafe_releases, 0);
+    }
+
+    #[test]
+    fn a_nested_acquire_with_another_token_is_p8() {
+        let r = clean().w(S + 5, "ok", "nested-acquire", "a", Some("a1"), Some(10)).check(false);
+        assert_eq!((r.nested, r.reentrancy_violations), (1, 0));
+        let r = clean().w(S + 5, "ok", "nested-acquire", "a", Some("a1"), Some(99)).check(false);
+        assert_eq!(r.reentrancy_violations, 1);
+    }
+
+    #[test]
+    fn alarms_in_quiet_periods_are_p10_but_not_during_faults() {
+        // A notification in the warm-up.
+        let r = clean().w(S + 100, "lost", "lost", "a", Some("a1"), Some(10)).check(false);
+        assert_eq!(r.false_alarms, 1, "{}", render(&r));
+        // A fenced rejection after the heal.
+        let r = clean().op(23 * S + 10, "read", "b2", 200, [false, true, true], (2, 2)).check(false);
+        assert_eq!(r.false_alarms, 1);
+        // The same notification in the fault phase is no false alarm.
+        let r = clean()
+            .hold(9 * S, 11 * S, "a", "a5", 14)
+            .w(10 * S, "lost", "lost", "a", Some("a5"), Some(14))
+            .check(false);
+        assert_eq!(r.false_alarms, 0, "{}", render(&r));
+    }
+
+    #[test]
+    fn a_client_that_never_acquires_after_the_heal_fails_liveness() {
+        let r = clean().hold(21 * S + 5, 21 * S + 9, "c", "c1", 150).hold(5 * S, 6 * S, "d", "d1", 12).check(false);
+        assert_eq!(r.final_phase_missing, vec!["d".to_string()]);
+        assert!(r.failures.iter().any(|f| f.starts_with("P9")));
+    }
+
+    #[test]
+    fn a_killed_holder_ends_its_session_at_the_kill() {
+        let mut h = clean().w(10 * S, "invoke", "acquire", "a", None, None).w(
+            10 * S + 1,
+            "ok",
+            "acquire",
+            "a",
+            Some("a7"),
+            Some(20),
+        );
+        let mut kill = Event::new("nemesis", "start", "client-kill", 11 * S);
+        kill.pid = Some(1);
+        h.0.push(kill);
+        let h = h.hold(13 * S, 14 * S, "b", "b7", 21);
+        let r = h.check(false);
+        assert_eq!(r.overlap_pairs, 0, "{}", render(&r));
+        assert!(r.losses_unnotified.is_empty());
+    }
+}

@@ -1,0 +1,143 @@
+//! The fault menu, the profiles, and the seeded schedule (SAFETY-TESTING.md §3). Durations are multiples of the TTL,
+//! so every backend gets the same pressure; about one fault in five is shorter than the TTL, as a control.
+
+use crate::servers::Backend;
+use rand::{Rng, rngs::StdRng};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// Client pauses only: violations without fencing must show, or the faults do not bite.
+    Canary,
+    /// Every fault that applies to the backend, about 30 s.
+    Ci,
+    /// The same menu for longer, on demand.
+    Soak,
+}
+
+impl Profile {
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Canary => "canary",
+            Profile::Ci => "ci",
+            Profile::Soak => "soak",
+        }
+    }
+
+    /// How long the fault phase lasts.
+    pub fn fault_phase(self) -> Duration {
+        match self {
+            Profile::Canary => Duration::from_secs(20),
+            Profile::Ci => Duration::from_secs(28),
+            Profile::Soak => Duration::from_secs(120),
+        }
+    }
+
+    pub fn faults(self, backend: Backend) -> Vec<Fault> {
+        use Fault::*;
+        if self == Profile::Canary {
+            return vec![ClientPause];
+        }
+        let mut f = vec![ClientPause, ClientKill, ClockJump];
+        if backend != Backend::Sqlite {
+            f.extend([ServerKill, ServerKillDelayed, ProxyDelay, ProxyFreeze, ProxyCut]);
+        }
+        if backend.has_leader() {
+            f.push(LeaderKill);
+        }
+        f
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// SIGSTOP the holder's process group, SIGCONT after the duration.
+    ClientPause,
+    /// SIGKILL the holder's process group; a fresh worker takes its slot.
+    ClientKill,
+    /// Jump the clock of a libfaketime'd client (Rust or Python) by ±2×TTL, back after the duration.
+    ClockJump,
+    /// SIGKILL a server member and restart it at once (data not persisted: lost).
+    ServerKill,
+    /// SIGKILL a server member and restart it after ≥ TTL (the Redlock delayed-restart case).
+    ServerKillDelayed,
+    /// SIGKILL the etcd or ZooKeeper leader, restart it after up to 1.5×TTL.
+    LeaderKill,
+    /// Delay every chunk on the holder's links by 0.3–1×TTL.
+    ProxyDelay,
+    /// Hold everything on the holder's links, deliver it late.
+    ProxyFreeze,
+    /// Close the holder's connections and refuse new ones (a client partition).
+    ProxyCut,
+}
+
+impl Fault {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::ClientPause => "client-pause",
+            Fault::ClientKill => "client-kill",
+            Fault::ClockJump => "clock-jump",
+            Fault::ServerKill => "server-kill",
+            Fault::ServerKillDelayed => "server-kill-delayed",
+            Fault::LeaderKill => "leader-kill",
+            Fault::ProxyDelay => "proxy-delay",
+            Fault::ProxyFreeze => "proxy-freeze",
+            Fault::ProxyCut => "proxy-cut",
+        }
+    }
+}
+
+/// One planned fault: what, how long it lasts, the pause after it, and a free choice for its parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    pub fault: Fault,
+    pub duration: Duration,
+    pub gap: Duration,
+    /// In [0, 1): picks the target, the jump direction, the delay.
+    pub pick: f64,
+}
+
+/// The seeded schedule: faults until `phase` is used up.
+pub fn schedule(rng: &mut StdRng, menu: &[Fault], ttl: Duration, phase: Duration) -> Vec<Step> {
+    let mut out = Vec::new();
+    let mut used = Duration::ZERO;
+    while used < phase && !menu.is_empty() {
+        let fault = menu[rng.random_range(0..menu.len())];
+        let factor = match fault {
+            Fault::ServerKill | Fault::ClientKill => 0.0,
+            Fault::ServerKillDelayed => rng.random_range(1.2..2.5),
+            Fault::LeaderKill => rng.random_range(0.0..1.5),
+            _ if rng.random_bool(0.2) => rng.random_range(0.2..0.6), // a control: shorter than the TTL
+            _ => rng.random_range(1.2..2.5),
+        };
+        let step = Step {
+            fault,
+            duration: ttl.mul_f64(factor),
+            gap: Duration::from_millis(rng.random_range(1000..2500)),
+            pick: rng.random_range(0.0..1.0),
+        };
+        used += step.duration + step.gap;
+        out.push(step);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn the_schedule_is_a_function_of_the_seed_and_fills_the_phase() {
+        let ttl = Duration::from_secs(2);
+        let menu = Profile::Ci.faults(Backend::Etcd);
+        let a = schedule(&mut StdRng::seed_from_u64(7), &menu, ttl, Duration::from_secs(28));
+        let b = schedule(&mut StdRng::seed_from_u64(7), &menu, ttl, Duration::from_secs(28));
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        let total: Duration = a.iter().map(|s| s.duration + s.gap).sum();
+        assert!(total >= Duration::from_secs(28) && a.len() >= 4, "{a:?}");
+        assert!(menu.contains(&Fault::LeaderKill));
+        assert!(!Profile::Ci.faults(Backend::Sqlite).contains(&Fault::ServerKill));
+        assert_eq!(Profile::Canary.faults(Backend::Redis), vec![Fault::ClientPause]);
+    }
+}

@@ -1,0 +1,540 @@
+//! One run: servers, proxies, referee, N workers in several languages, the nemesis, the heal and the quiet phase,
+//! then the history and the check (SAFETY-TESTING.md §2.1). Runs inside the private network namespace main.rs makes.
+
+use crate::checker;
+use crate::clock::t_ref;
+use crate::history::{self, Event};
+use crate::nemesis::{self, Fault, Profile, Step};
+use crate::proxy::{Mode, Proxy};
+use crate::referee;
+use crate::servers::{self, Backend, Servers};
+use fencelock::{Client, LockOptions};
+use rand::{SeedableRng, rngs::StdRng};
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::Notify;
+
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+const WARM_UP: Duration = Duration::from_secs(3);
+/// Bound of the final phase: every client must acquire once within it after the heal.
+const FINAL_PHASE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    #[arg(long, value_enum)]
+    pub backend: Backend,
+    #[arg(long, value_enum, default_value = "ci")]
+    pub profile: Profile,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Number of client workers (languages rotate rust, python, node).
+    #[arg(long, default_value_t = 5)]
+    pub clients: usize,
+    #[arg(long, default_value_t = 2000)]
+    pub ttl_ms: u64,
+    /// The repository root (workers, the venv, the Node package).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))]
+    pub root: PathBuf,
+    /// Where history.jsonl and report.json go (default: <root>/target/faults/<backend>-<profile>-<seed>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lang {
+    Rust,
+    Python,
+    Node,
+}
+
+impl Lang {
+    fn name(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Python => "python",
+            Lang::Node => "node",
+        }
+    }
+}
+
+/// What the worker readers share with the nemesis.
+#[derive(Debug, Default)]
+struct Shared {
+    history: Arc<Mutex<Vec<Event>>>,
+    /// client → the session it holds now.
+    holding: Mutex<HashMap<String, String>>,
+    /// client → raw time of its last acquisition.
+    last_ok: Mutex<HashMap<String, u64>>,
+    acquired: Notify,
+}
+
+impl Shared {
+    fn push(&self, e: Event) {
+        self.history.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+    }
+}
+
+#[derive(Debug)]
+struct Slot {
+    client: String,
+    lang: Lang,
+    url: String,
+    proxies: Vec<Proxy>,
+    /// libfaketime's timestamp file, for slots whose clock the nemesis may move.
+    clock: Option<PathBuf>,
+    child: Option<Child>,
+    stdin: Option<ChildStdin>,
+    pid: u32,
+}
+
+fn signal_group(pid: u32, sig: i32) {
+    // SAFETY: signals a process group this suite created (every worker leads its own).
+    unsafe { libc::kill(-(pid as i32), sig) };
+}
+
+struct Run {
+    args: RunArgs,
+    out: PathBuf,
+    referee: SocketAddr,
+    shared: Arc<Shared>,
+    slots: Vec<Slot>,
+    servers: Servers,
+    ttl: Duration,
+    expected_exits: HashSet<u32>,
+}
+
+impl Run {
+    fn nemesis_event(&self, kind: &str, fault: Fault, targets: Vec<String>, pid: Option<u32>, detail: String) {
+        let mut e = Event::new("nemesis", kind, fault.name(), t_ref());
+        e.targets = Some(targets);
+        e.pid = pid;
+        e.detail = Some(detail);
+        self.shared.push(e);
+    }
+
+    fn phase(&self, name: &str, detail: Option<String>) {
+        let mut e = Event::new("run", "phase", name, t_ref());
+        e.detail = detail;
+        self.shared.push(e);
+    }
+
+    fn spawn_worker(&mut self, i: usize) -> Result<(), String> {
+        let args = &self.args;
+        let slot = &self.slots[i];
+        let seed = (args.seed << 8) + i as u64;
+        let common = vec![
+            "--url".to_string(),
+            slot.url.clone(),
+            "--referee".into(),
+            self.referee.to_string(),
+            "--client".into(),
+            slot.client.clone(),
+            "--ttl-ms".into(),
+            args.ttl_ms.to_string(),
+            "--seed".into(),
+            seed.to_string(),
+        ];
+        let mut cmd = match slot.lang {
+            Lang::Rust => {
+                let mut c = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
+                c.arg("worker");
+                c
+            }
+            Lang::Python => {
+                let mut c = Command::new(args.root.join("target/python/venv/bin/python"));
+                c.arg(args.root.join("tests/faults/workers/worker.py"));
+                c
+            }
+            Lang::Node => {
+                let mut c = Command::new("node");
+                c.arg(args.root.join("tests/faults/workers/worker.mjs"));
+                c.arg("--module").arg(args.root.join("node/index.js"));
+                c
+            }
+        };
+        cmd.args(&common);
+        if let Some(clock) = &slot.clock {
+            cmd.env("LD_PRELOAD", LIBFAKETIME).env("FAKETIME_TIMESTAMP_FILE", clock).env("FAKETIME_NO_CACHE", "1");
+        }
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.out.join(format!("logs/{}.stderr", slot.client)))
+            .map_err(|e| e.to_string())?;
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr).kill_on_drop(true);
+        cmd.process_group(0);
+        // SAFETY: prctl only touches the child; no worker outlives the orchestrator.
+        unsafe {
+            cmd.pre_exec(|| {
+                servers::child_setup();
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("{} worker: {e}", slot.lang.name()))?;
+        let stdout = child.stdout.take().expect("piped");
+        let slot = &mut self.slots[i];
+        slot.stdin = child.stdin.take();
+        slot.pid = child.id().unwrap_or(0);
+        slot.child = Some(child);
+        let (shared, client) = (self.shared.clone(), slot.client.clone());
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let Ok(e) = serde_json::from_str::<Event>(&line) else {
+                    eprintln!("locktest: {client}: not an event: {line}");
+                    continue;
+                };
+                {
+                    let mut holding = shared.holding.lock().unwrap_or_else(|p| p.into_inner());
+                    match (e.kind.as_str(), e.f.as_deref()) {
+                        ("ok", Some("acquire")) => {
+                            holding.insert(client.clone(), e.session.clone().unwrap_or_default());
+                            shared.last_ok.lock().unwrap_or_else(|p| p.into_inner()).insert(client.clone(), e.t_ref);
+                            shared.acquired.notify_waiters();
+                        }
+                        ("invoke", Some("release")) | ("lost", _) => {
+                            holding.remove(&client);
+                        }
+                        _ => {}
+                    }
+                }
+                shared.push(e);
+            }
+        });
+        Ok(())
+    }
+
+    /// Restarts any worker that exited (killed by the nemesis, or crashed: recorded).
+    fn respawn_dead(&mut self) -> Result<(), String> {
+        for i in 0..self.slots.len() {
+            let exited = match self.slots[i].child.as_mut().map(|c| c.try_wait()) {
+                Some(Ok(Some(status))) => Some(status),
+                Some(Ok(None)) => None,
+                _ => None,
+            };
+            if let Some(status) = exited {
+                let pid = self.slots[i].pid;
+                if !self.expected_exits.contains(&pid) {
+                    let mut e = Event::new("run", "exit", "worker-exit", t_ref());
+                    e.client = Some(self.slots[i].client.clone());
+                    e.pid = Some(pid);
+                    e.detail = Some(status.to_string());
+                    self.shared.push(e);
+                    eprintln!("locktest: worker {} (pid {pid}) exited on its own: {status}", self.slots[i].client);
+                }
+                self.shared.holding.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.slots[i].client);
+                self.spawn_worker(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The slot to hit: a holder if there is one (among `among`), else any of `among`.
+    fn target(&self, among: &[usize], pick: f64) -> Option<usize> {
+        let holding = self.shared.holding.lock().unwrap_or_else(|p| p.into_inner());
+        let holders: Vec<usize> =
+            among.iter().copied().filter(|&i| holding.contains_key(&self.slots[i].client)).collect();
+        let from = if holders.is_empty() { among.to_vec() } else { holders };
+        (!from.is_empty()).then(|| from[(pick * from.len() as f64) as usize % from.len()])
+    }
+
+    async fn inject(&mut self, step: Step) -> Result<(), String> {
+        let all: Vec<usize> = (0..self.slots.len()).collect();
+        let d = step.duration;
+        let ms = d.as_millis();
+        match step.fault {
+            Fault::ClientPause => {
+                let Some(i) = self.target(&all, step.pick) else { return Ok(()) };
+                let (client, pid) = (self.slots[i].client.clone(), self.slots[i].pid);
+                self.nemesis_event("start", step.fault, vec![client.clone()], Some(pid), format!("SIGSTOP {ms}ms"));
+                signal_group(pid, libc::SIGSTOP);
+                tokio::time::sleep(d).await;
+                signal_group(pid, libc::SIGCONT);
+                self.nemesis_event("stop", step.fault, vec![client], Some(pid), "SIGCONT".into());
+            }
+            Fault::ClientKill => {
+                let Some(i) = self.target(&all, step.pick) else { return Ok(()) };
+                let (client, pid) = (self.slots[i].client.clone(), self.slots[i].pid);
+                self.expected_exits.insert(pid);
+                self.nemesis_event("start", step.fault, vec![client.clone()], Some(pid), "SIGKILL".into());
+                signal_group(pid, libc::SIGKILL);
+                if let Some(c) = self.slots[i].child.as_mut() {
+                    let _ = c.wait().await;
+                }
+                self.respawn_dead()?;
+                let new = self.slots[i].pid;
+                self.nemesis_event("stop", step.fault, vec![client], Some(pid), format!("restarted as pid {new}"));
+            }
+            Fault::ClockJump => {
+                let clocked: Vec<usize> = all.iter().copied().filter(|&i| self.slots[i].clock.is_some()).collect();
+                let Some(i) = self.target(&clocked, step.pick) else { return Ok(()) };
+                let client = self.slots[i].client.clone();
+                let file = self.slots[i].clock.clone().expect("clocked slot");
+                let jump = 2 * self.args.ttl_ms.div_ceil(1000) as i64 * if step.pick < 0.5 { 1 } else { -1 };
+                self.nemesis_event("start", step.fault, vec![client.clone()], None, format!("{jump:+}s for {ms}ms"));
+                std::fs::write(&file, format!("{jump:+}\n")).map_err(|e| e.to_string())?;
+                tokio::time::sleep(d).await;
+                std::fs::write(&file, "+0\n").map_err(|e| e.to_string())?;
+                self.nemesis_event("stop", step.fault, vec![client], None, "+0s".into());
+            }
+            Fault::ServerKill | Fault::ServerKillDelayed | Fault::LeaderKill => {
+                let n = self.servers.members.len();
+                let leader = if step.fault == Fault::LeaderKill { self.servers.leader().await } else { None };
+                let i = leader.unwrap_or((step.pick * n as f64) as usize % n);
+                let m = &mut self.servers.members[i];
+                let (name, pid) = (m.name.clone(), m.pid);
+                let how = match (step.fault, leader) {
+                    (Fault::LeaderKill, Some(_)) => "the leader",
+                    (Fault::LeaderKill, None) => "no leader known: a member",
+                    _ => "a member",
+                };
+                m.kill();
+                self.nemesis_event("start", step.fault, vec![name.clone()], pid, format!("SIGKILL {how}"));
+                tokio::time::sleep(d).await;
+                let m = &mut self.servers.members[i];
+                m.start().map_err(|e| e.to_string())?;
+                let pid = m.pid;
+                self.nemesis_event("stop", step.fault, vec![name], pid, format!("restarted after {ms}ms"));
+            }
+            Fault::ProxyDelay | Fault::ProxyFreeze | Fault::ProxyCut => {
+                let Some(i) = self.target(&all, step.pick) else { return Ok(()) };
+                let client = self.slots[i].client.clone();
+                let mode = match step.fault {
+                    Fault::ProxyDelay => Mode::Delay(self.ttl.mul_f64(0.3 + 0.7 * step.pick)),
+                    Fault::ProxyFreeze => Mode::Freeze,
+                    _ => Mode::Cut,
+                };
+                self.nemesis_event("start", step.fault, vec![client.clone()], None, format!("{mode:?} for {ms}ms"));
+                for p in &self.slots[i].proxies {
+                    p.set(mode);
+                }
+                tokio::time::sleep(d).await;
+                for p in &self.slots[i].proxies {
+                    p.set(Mode::Pass);
+                }
+                self.nemesis_event("stop", step.fault, vec![client], None, "pass".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Heal all: continue every worker, pass every link, reset every clock, restart every server and worker.
+    fn heal(&mut self) -> Result<(), String> {
+        for s in &self.slots {
+            signal_group(s.pid, libc::SIGCONT);
+            for p in &s.proxies {
+                p.set(Mode::Pass);
+            }
+            if let Some(f) = &s.clock {
+                std::fs::write(f, "+0\n").map_err(|e| e.to_string())?;
+            }
+        }
+        for m in &mut self.servers.members {
+            if !m.is_running() {
+                m.start().map_err(|e| e.to_string())?;
+            }
+        }
+        self.respawn_dead()
+    }
+
+    /// Waits until every client has acquired after `since`, or the bound passes.
+    async fn final_phase(&self, since: u64) {
+        let deadline = Instant::now() + FINAL_PHASE;
+        loop {
+            let notified = self.shared.acquired.notified();
+            let done = {
+                let last = self.shared.last_ok.lock().unwrap_or_else(|p| p.into_inner());
+                self.slots.iter().all(|s| last.get(&s.client).is_some_and(|&t| t >= since))
+            };
+            if done || Instant::now() >= deadline {
+                return;
+            }
+            let _ = tokio::time::timeout_at(deadline.into(), notified).await;
+        }
+    }
+
+    async fn stop_workers(&mut self) {
+        for s in &mut self.slots {
+            self.expected_exits.insert(s.pid);
+            s.stdin.take(); // EOF: finish the current cycle and exit
+        }
+        let deadline = Instant::now() + self.ttl * 4 + Duration::from_secs(2);
+        for s in &mut self.slots {
+            if let Some(c) = s.child.as_mut()
+                && tokio::time::timeout_at(deadline.into(), c.wait()).await.is_err()
+            {
+                signal_group(s.pid, libc::SIGKILL);
+                let _ = c.wait().await;
+            }
+        }
+    }
+}
+
+/// Waits until a lock can be taken straight through the servers (no proxy).
+async fn wait_ready(servers: &Servers) -> Result<(), String> {
+    let url = servers.direct_url();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        let attempt = async {
+            let c = Client::connect(&url).await?;
+            let got = c.try_lock("locktest-ready", &LockOptions::default().ttl(Duration::from_secs(2))).await?;
+            if let Some(l) = got {
+                l.release().await?;
+            }
+            c.close().await;
+            fencelock::Result::Ok(())
+        };
+        let result: Result<fencelock::Result<()>, _> = tokio::time::timeout(Duration::from_secs(10), attempt).await;
+        match result {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => last = e.to_string(),
+            Err(_) => last = "timed out".into(),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Err(format!("{} servers not ready: {last}", servers.backend.name()))
+}
+
+/// One run; returns the report (its failures decide the exit code).
+pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
+    let root = args.root.canonicalize().map_err(|e| format!("{}: {e}", args.root.display()))?;
+    let args = RunArgs { root, ..args };
+    let name = format!("{}-{}-{}", args.backend.name(), args.profile.name(), args.seed);
+    let out = args.out.clone().unwrap_or_else(|| args.root.join("target/faults").join(&name));
+    if out.exists() {
+        std::fs::remove_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    std::fs::create_dir_all(out.join("logs")).map_err(|e| format!("{}: {e}", out.display()))?;
+    let data = TempDir::new()?;
+    let ttl = Duration::from_millis(args.ttl_ms);
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let menu = args.profile.faults(args.backend);
+    let steps = nemesis::schedule(&mut rng, &menu, ttl, args.profile.fault_phase());
+
+    let t0 = Instant::now();
+    let servers = Servers::start(args.backend, &data.0, &out.join("logs"))?;
+    wait_ready(&servers).await?;
+    eprintln!("locktest: {name}: servers ready in {:.1}s", t0.elapsed().as_secs_f64());
+
+    let shared = Arc::new(Shared::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.3:0").await.map_err(|e| format!("referee: {e}"))?;
+    let referee_addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tokio::spawn(referee::serve(listener, shared.history.clone()));
+
+    let langs = [Lang::Rust, Lang::Python, Lang::Node];
+    let clocked = menu.contains(&Fault::ClockJump);
+    let mut slots = Vec::new();
+    for i in 0..args.clients {
+        let mut proxies = Vec::new();
+        for m in &servers.members {
+            let p =
+                Proxy::start("127.0.0.2:0".parse().expect("addr"), m.addr).await.map_err(|e| format!("proxy: {e}"))?;
+            proxies.push(p);
+        }
+        let addrs: Vec<SocketAddr> = proxies.iter().map(|p| p.addr).collect();
+        let lang = langs[i % langs.len()];
+        // Node cannot read the raw clock, so only Rust and Python workers get libfaketime (the first of each).
+        let clock = (clocked && i < 2).then(|| data.0.join(format!("clock-c{}", i + 1)));
+        if let Some(f) = &clock {
+            std::fs::write(f, "+0\n").map_err(|e| e.to_string())?;
+        }
+        slots.push(Slot {
+            client: format!("c{}", i + 1),
+            lang,
+            url: servers.url(&addrs),
+            proxies,
+            clock,
+            child: None,
+            stdin: None,
+            pid: 0,
+        });
+    }
+    let mut run = Run {
+        args: args.clone(),
+        out: out.clone(),
+        referee: referee_addr,
+        shared: shared.clone(),
+        slots,
+        servers,
+        ttl,
+        expected_exits: HashSet::new(),
+    };
+    let label = format!(
+        "backend={} profile={} seed={} ttl={}ms",
+        args.backend.label(),
+        args.profile.name(),
+        args.seed,
+        args.ttl_ms
+    );
+    run.phase("start", Some(label));
+    for i in 0..run.slots.len() {
+        run.spawn_worker(i)?;
+    }
+    tokio::time::sleep(WARM_UP).await;
+    run.respawn_dead()?;
+    run.phase("faults", None);
+    let faults_end = Instant::now() + args.profile.fault_phase();
+    for step in steps {
+        if Instant::now() >= faults_end {
+            break;
+        }
+        run.inject(step).await?;
+        run.respawn_dead()?;
+        tokio::time::sleep(step.gap).await;
+    }
+    run.heal()?;
+    let heal = t_ref();
+    run.phase("heal", None);
+    run.final_phase(heal).await;
+    // Let the last holds finish inside the quiet window.
+    tokio::time::sleep(ttl).await;
+    run.phase("end", None);
+    run.stop_workers().await;
+    run.servers.stop();
+
+    let mut events = std::mem::take(&mut *shared.history.lock().unwrap_or_else(|p| p.into_inner()));
+    let path = out.join("history.jsonl");
+    history::write(&path, &mut events).map_err(|e| format!("{}: {e}", path.display()))?;
+    let report = checker::check(&events, args.profile == Profile::Canary);
+    let text = checker::render(&report);
+    std::fs::write(out.join("report.txt"), &text).map_err(|e| e.to_string())?;
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("report.json"), json).map_err(|e| e.to_string())?;
+    print!("{text}");
+    if !report.failures.is_empty() {
+        let canary = if args.profile == Profile::Canary { " --canary" } else { "" };
+        println!("replay the check: target/debug/locktest check {}{canary}", path.display());
+        println!(
+            "re-run the schedule: target/debug/locktest run --backend {} --profile {} --seed {}",
+            args.backend.name(),
+            args.profile.name(),
+            args.seed
+        );
+    }
+    println!("history: {}", path.display());
+    Ok(report)
+}
+
+/// Server data and clock files; removed at the end of the run.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, String> {
+        let p = std::env::temp_dir().join(format!("locktest-{}", std::process::id()));
+        std::fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,398 @@
+//! The backend servers of one run, started by the suite inside its private network namespace: each member a
+//! process group of its own (killed as a group, restarted with the same command and data), reached by the clients
+//! only through the fault proxies (proxy.rs), one per client slot and member.
+
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The server side of the backends the suite knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    Redis,
+    Redlock,
+    Etcd,
+    Zk,
+    Postgres,
+    Sqlite,
+}
+
+impl Backend {
+    pub fn label(self) -> &'static str {
+        match self {
+            Backend::Redis => "redis",
+            Backend::Redlock => "redlock(3)",
+            Backend::Etcd => "etcd(3)",
+            Backend::Zk => "zk(3)",
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Redis => "redis",
+            Backend::Redlock => "redlock",
+            Backend::Etcd => "etcd",
+            Backend::Zk => "zk",
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+
+    /// Whether the backend elects a leader the nemesis can kill.
+    pub fn has_leader(self) -> bool {
+        matches!(self, Backend::Etcd | Backend::Zk)
+    }
+}
+
+/// A free TCP port on `ip` (the namespace is private, so nobody else races for it).
+pub fn free_port(ip: &str) -> std::io::Result<u16> {
+    Ok(StdListener::bind((ip, 0))?.local_addr()?.port())
+}
+
+/// Sets the death signal so no server or worker outlives the orchestrator, and a process group of its own so the
+/// nemesis can stop or kill it whole.
+pub fn own_group(cmd: &mut Command) {
+    cmd.process_group(0);
+    // SAFETY: prctl is async-signal-safe and touches only the calling (child) process.
+    unsafe {
+        cmd.pre_exec(|| {
+            child_setup();
+            Ok(())
+        });
+    }
+}
+
+#[derive(Debug)]
+pub struct Member {
+    pub name: String,
+    /// The client address on 127.0.0.1.
+    pub addr: SocketAddr,
+    program: String,
+    args: Vec<String>,
+    user: Option<(u32, u32)>,
+    log: PathBuf,
+    pub pid: Option<u32>,
+}
+
+impl Member {
+    pub fn start(&mut self) -> std::io::Result<()> {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+        if let Some((uid, gid)) = self.user {
+            cmd.uid(uid).gid(gid).current_dir("/");
+        }
+        own_group(&mut cmd);
+        let child = cmd.spawn().map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.program)))?;
+        self.pid = Some(child.id());
+        // Reaped by a thread: a killed server must not linger as a zombie holding nothing but a pid.
+        std::thread::spawn(move || {
+            let mut child = child;
+            let _ = child.wait();
+        });
+        Ok(())
+    }
+
+    /// SIGKILL to the member's process group; returns once the leader is gone.
+    pub fn kill(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            // SAFETY: signals a process group this suite created.
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+            for _ in 0..100 {
+                if !alive(pid) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.pid.is_some()
+    }
+}
+
+/// In a forked child before exec: die with the orchestrator, and give up its raised priority (main.rs).
+pub fn child_setup() {
+    // SAFETY: prctl and setpriority are async-signal-safe and touch only the calling process.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        libc::setpriority(libc::PRIO_PROCESS, 0, 0);
+    }
+}
+
+/// Whether `pid` exists and is no zombie.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(") ").next().is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
+    }
+}
+
+#[derive(Debug)]
+pub struct Servers {
+    pub backend: Backend,
+    pub members: Vec<Member>,
+    /// sqlite: the database file.
+    pub file: Option<PathBuf>,
+}
+
+fn postgres_bin() -> Result<PathBuf, String> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map_err(|e| format!("PostgreSQL not installed (/usr/lib/postgresql: {e})"))?
+        .filter_map(|d| d.ok().map(|d| d.path().join("bin")))
+        .filter(|p| p.join("postgres").exists())
+        .collect();
+    found.sort();
+    found.pop().ok_or_else(|| "no /usr/lib/postgresql/*/bin/postgres".into())
+}
+
+fn postgres_user() -> Result<(u32, u32), String> {
+    let name = std::ffi::CString::new("postgres").expect("no NUL");
+    // SAFETY: getpwnam returns a pointer into static storage, read at once on this thread.
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    if pw.is_null() {
+        return Err("no postgres user (apt-get install postgresql)".into());
+    }
+    // SAFETY: non-null, as checked.
+    Ok(unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+impl Servers {
+    /// Writes configuration, initializes data, and starts every member (readiness is the caller's probe).
+    pub fn start(backend: Backend, data: &Path, logs: &Path) -> Result<Servers, String> {
+        let err = |e: std::io::Error| e.to_string();
+        let mut members = Vec::new();
+        let mut member = |name: String, port: u16, program: &str, args: Vec<String>, user| {
+            members.push(Member {
+                log: logs.join(format!("{name}.log")),
+                name,
+                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                program: program.into(),
+                args,
+                user,
+                pid: None,
+            });
+        };
+        let mut file = None;
+        match backend {
+            Backend::Sqlite => file = Some(data.join("locks.db")),
+            Backend::Redis | Backend::Redlock => {
+                let n = if backend == Backend::Redis { 1 } else { 3 };
+                for i in 1..=n {
+                    let port = free_port("127.0.0.1").map_err(err)?;
+                    let dir = data.join(format!("redis{i}"));
+                    std::fs::create_dir_all(&dir).map_err(err)?;
+                    // No persistence: a restart loses the data, the Redlock restart hazard the tokens must survive.
+                    let args = s(&["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly"])
+                        .into_iter()
+                        .chain(s(&["no", "--dir", &dir.to_string_lossy()]))
+                        .collect();
+                    member(format!("redis{i}"), port, "redis-server", args, None);
+                }
+            }
+            Backend::Etcd => {
+                let ports: Vec<(u16, u16)> = (0..3)
+                    .map(|_| Ok((free_port("127.0.0.1")?, free_port("127.0.0.1")?)))
+                    .collect::<std::io::Result<_>>()
+                    .map_err(err)?;
+                let cluster: Vec<String> =
+                    ports.iter().enumerate().map(|(i, (_, p))| format!("etcd{}=http://127.0.0.1:{p}", i + 1)).collect();
+                for (i, (cp, pp)) in ports.iter().enumerate() {
+                    let name = format!("etcd{}", i + 1);
+                    let client = format!("http://127.0.0.1:{cp}");
+                    let peer = format!("http://127.0.0.1:{pp}");
+                    let dir = data.join(&name);
+                    let args = s(&[
+                        "--name",
+                        &name,
+                        "--data-dir",
+                        &dir.to_string_lossy(),
+                        "--listen-client-urls",
+                        &client,
+                        "--advertise-client-urls",
+                        &client,
+                        "--listen-peer-urls",
+                        &peer,
+                        "--initial-advertise-peer-urls",
+                        &peer,
+                        "--initial-cluster",
+                        &cluster.join(","),
+                        "--initial-cluster-state",
+                        "new",
+                        "--initial-cluster-token",
+                        "locktest",
+                        "--logger",
+                        "zap",
+                    ]);
+                    member(name, *cp, "etcd", args, None);
+                }
+            }
+            Backend::Zk => {
+                let ports: Vec<(u16, u16, u16)> = (0..3)
+                    .map(|_| Ok((free_port("127.0.0.1")?, free_port("127.0.0.1")?, free_port("127.0.0.1")?)))
+                    .collect::<std::io::Result<_>>()
+                    .map_err(err)?;
+                let servers: String = ports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, q, e))| format!("server.{}=127.0.0.1:{q}:{e}\n", i + 1))
+                    .collect();
+                for (i, (cp, _, _)) in ports.iter().enumerate() {
+                    let name = format!("zk{}", i + 1);
+                    let dir = data.join(&name);
+                    std::fs::create_dir_all(dir.join("data")).map_err(err)?;
+                    std::fs::write(dir.join("data/myid"), format!("{}\n", i + 1)).map_err(err)?;
+                    // tickTime=500: sessions of 1–10 s, so a 2 s TTL is a 2 s session (SAFETY-TESTING.md).
+                    // admin.enableServer=false: no Jetty on 0.0.0.0:8080.
+                    let cfg = format!(
+                        "tickTime=500\ninitLimit=20\nsyncLimit=10\ndataDir={}\nclientPort={cp}\n\
+                         clientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n\
+                         4lw.commands.whitelist=ruok,srvr,conf\n{servers}",
+                        dir.join("data").display()
+                    );
+                    std::fs::write(dir.join("zoo.cfg"), cfg).map_err(err)?;
+                    let args = s(&[
+                        "-Xmx128m",
+                        "-XX:+UseSerialGC",
+                        "-XX:-UsePerfData",
+                        "-XX:TieredStopAtLevel=1",
+                        "-cp",
+                        "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar",
+                        "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                        &dir.join("zoo.cfg").to_string_lossy(),
+                    ]);
+                    member(name, *cp, "java", args, None);
+                }
+            }
+            Backend::Postgres => {
+                let bin = postgres_bin()?;
+                let (uid, gid) = postgres_user()?;
+                let dir = data.join("pg");
+                std::fs::create_dir_all(&dir).map_err(err)?;
+                let c = std::ffi::CString::new(dir.to_string_lossy().as_bytes()).expect("no NUL");
+                // SAFETY: a valid path. The postgres user must own its data directory (initdb refuses root).
+                if unsafe { libc::chown(c.as_ptr(), uid, gid) } != 0 {
+                    return Err(format!("chown {}: {}", dir.display(), std::io::Error::last_os_error()));
+                }
+                let out = Command::new(bin.join("initdb"))
+                    .args(["-D", &dir.join("data").to_string_lossy(), "-A", "trust", "-U", "postgres", "-E", "UTF8"])
+                    .args(["--locale=C", "-N"])
+                    .uid(uid)
+                    .gid(gid)
+                    .current_dir("/")
+                    .output()
+                    .map_err(|e| format!("initdb: {e}"))?;
+                if !out.status.success() {
+                    return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
+                }
+                let port = free_port("127.0.0.1").map_err(err)?;
+                let args = s(&[
+                    "-D",
+                    &dir.join("data").to_string_lossy(),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                    "-k",
+                    &dir.to_string_lossy(),
+                    "-c",
+                    "fsync=off",
+                    "-c",
+                    "max_connections=200",
+                ]);
+                member("postgres".into(), port, &bin.join("postgres").to_string_lossy(), args, Some((uid, gid)));
+            }
+        }
+        let mut servers = Servers { backend, members, file };
+        for m in &mut servers.members {
+            m.start().map_err(err)?;
+        }
+        Ok(servers)
+    }
+
+    /// The URL a client uses, given the proxy address of each member (in member order).
+    pub fn url(&self, via: &[SocketAddr]) -> String {
+        let hosts: Vec<String> = via.iter().map(|a| a.to_string()).collect();
+        match self.backend {
+            Backend::Sqlite => format!("sqlite:{}", self.file.as_ref().expect("sqlite file").display()),
+            Backend::Redis => format!("redis://{}", hosts[0]),
+            Backend::Redlock => format!("redlock://{}", hosts.join(",")),
+            Backend::Etcd => format!("etcd://{}", hosts.join(",")),
+            Backend::Zk => format!("zk://{}", hosts.join(",")),
+            Backend::Postgres => format!("postgres://postgres@{}/postgres", hosts[0]),
+        }
+    }
+
+    /// The URL straight to the servers (readiness probe; never faulted).
+    pub fn direct_url(&self) -> String {
+        let addrs: Vec<SocketAddr> = self.members.iter().map(|m| m.addr).collect();
+        self.url(&addrs)
+    }
+
+    /// The index of the current leader (etcd, ZooKeeper), if one is known.
+    pub async fn leader(&self) -> Option<usize> {
+        match self.backend {
+            Backend::Zk => {
+                for (i, m) in self.members.iter().enumerate().filter(|(_, m)| m.is_running()) {
+                    if four_letter(m.addr, "srvr").await.is_some_and(|r| r.contains("Mode: leader")) {
+                        return Some(i);
+                    }
+                }
+                None
+            }
+            Backend::Etcd => {
+                let eps: Vec<String> = self.members.iter().map(|m| format!("http://{}", m.addr)).collect();
+                let out = tokio::process::Command::new("etcdctl")
+                    .env("ETCDCTL_API", "3")
+                    .args(["--endpoints", &eps.join(","), "--dial-timeout", "1s", "--command-timeout", "2s"])
+                    .args(["endpoint", "status", "-w", "json"])
+                    .output()
+                    .await
+                    .ok()?;
+                let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+                v.as_array()?.iter().find_map(|st| {
+                    let leader = st["Status"]["leader"].as_u64()?;
+                    (st["Status"]["header"]["member_id"].as_u64()? == leader)
+                        .then(|| st["Endpoint"].as_str())
+                        .flatten()
+                        .and_then(|ep| eps.iter().position(|e| e == ep))
+                })
+            }
+            _ => None,
+        }
+    }
+
+    pub fn stop(&mut self) {
+        for m in &mut self.members {
+            m.kill();
+        }
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn four_letter(addr: SocketAddr, word: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let io = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(word.as_bytes()).await.ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.ok()?;
+        Some(out)
+    };
+    tokio::time::timeout(Duration::from_secs(2), io).await.ok().flatten()
+}

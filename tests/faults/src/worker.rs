@@ -1,0 +1,219 @@
+//! The Rust client worker: the loop of SAFETY-TESTING.md §2.2 on the Rust API, speaking the JSON-lines protocol of
+//! README.md (events on stdout, stops at stdin EOF). workers/worker.py and workers/worker.mjs are its twins.
+
+use crate::clock::t_ref;
+use fencelock::{Client, ErrorKind, Lease, LockOptions};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkerArgs {
+    #[arg(long)]
+    pub url: String,
+    /// host:port of the referee.
+    #[arg(long)]
+    pub referee: String,
+    #[arg(long)]
+    pub client: String,
+    #[arg(long, default_value_t = 2000)]
+    pub ttl_ms: u64,
+    #[arg(long, default_value = "locktest")]
+    pub name: String,
+    #[arg(long, default_value = "register")]
+    pub key: String,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Writes events; shared with the lost-notification tasks.
+#[derive(Debug)]
+struct Emitter {
+    client: String,
+    pid: u32,
+    seq: AtomicU64,
+}
+
+impl Emitter {
+    fn emit(&self, kind: &str, f: &str, session: Option<&str>, token: Option<u64>, error: Option<&str>) {
+        let mut e = json!({
+            "src": "worker", "type": kind, "f": f, "client": self.client, "lang": "rust", "pid": self.pid,
+            "seq": self.seq.fetch_add(1, Ordering::SeqCst), "t_ref": t_ref(),
+        });
+        let m = e.as_object_mut().expect("object");
+        if let Some(s) = session {
+            m.insert("session".into(), s.into());
+        }
+        if let Some(t) = token {
+            m.insert("token".into(), t.into());
+        }
+        if let Some(err) = error {
+            m.insert("error".into(), err.into());
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{e}");
+        let _ = out.flush();
+    }
+}
+
+struct RefereeConn {
+    r: tokio::io::Lines<BufReader<OwnedReadHalf>>,
+    w: OwnedWriteHalf,
+}
+
+impl RefereeConn {
+    async fn call(&mut self, req: Value) -> Result<([bool; 3], [i64; 3]), String> {
+        let mut line = req.to_string();
+        line.push('\n');
+        self.w.write_all(line.as_bytes()).await.map_err(|e| e.to_string())?;
+        let reply = self.r.next_line().await.map_err(|e| e.to_string())?.ok_or("referee closed")?;
+        let v: Value = serde_json::from_str(&reply).map_err(|e| e.to_string())?;
+        let ok = serde_json::from_value(v["ok"].clone()).map_err(|e| format!("{e}: {reply}"))?;
+        let values = serde_json::from_value(v["values"].clone()).map_err(|e| format!("{e}: {reply}"))?;
+        Ok((ok, values))
+    }
+}
+
+fn code(e: &fencelock::Error) -> &'static str {
+    e.kind().as_str()
+}
+
+/// The acquire outcome class of the protocol: a timeout is `fail`, anything indeterminate `info`.
+fn class(e: &fencelock::Error) -> &'static str {
+    if e.kind() == ErrorKind::Timeout { "fail" } else { "info" }
+}
+
+pub async fn run(args: WorkerArgs) -> Result<(), String> {
+    let out = Arc::new(Emitter { client: args.client.clone(), pid: std::process::id(), seq: AtomicU64::new(0) });
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        // A plain thread: tokio's stdin needs a feature the workspace does not enable.
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lines() {
+                if line.is_err() {
+                    break;
+                }
+            }
+            stop.store(true, Ordering::SeqCst);
+        });
+    }
+    let sock = TcpStream::connect(&args.referee).await.map_err(|e| format!("referee {}: {e}", args.referee))?;
+    let (r, w) = sock.into_split();
+    let mut referee = RefereeConn { r: BufReader::new(r).lines(), w };
+    let client = loop {
+        match Client::connect(&args.url).await {
+            Ok(c) => break c,
+            Err(e) if stop.load(Ordering::SeqCst) => return Err(format!("connect {}: {e}", args.url)),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let ttl = Duration::from_millis(args.ttl_ms);
+    let owner = format!("{}-main", args.client);
+    let opts = LockOptions::default().ttl(ttl).timeout(ttl * 3).owner(owner);
+    let mut rng = StdRng::seed_from_u64(args.seed ^ u64::from(std::process::id()));
+    let mut n = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        out.emit("invoke", "acquire", None, None, None);
+        let lease = match client.lock(&args.name, &opts).await {
+            Ok(l) => l,
+            Err(e) => {
+                out.emit(class(&e), "acquire", None, None, Some(code(&e)));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        n += 1;
+        let session = format!("{}.{}.{n}", args.client, std::process::id());
+        let token = lease.fence();
+        out.emit("ok", "acquire", Some(&session), Some(token), None);
+        {
+            let (out, lost, session) = (out.clone(), lease.lost(), session.clone());
+            tokio::spawn(async move {
+                lost.await;
+                out.emit("lost", "lost", Some(&session), Some(token), Some("LOCK_LOST"));
+            });
+        }
+        critical_section(&client, &lease, &opts, &args, &mut referee, &out, &session, &mut rng).await?;
+        out.emit("invoke", "release", Some(&session), Some(token), None);
+        match lease.release().await {
+            Ok(()) => out.emit("ok", "release", Some(&session), Some(token), None),
+            Err(e) => out.emit("fail", "release", Some(&session), Some(token), Some(code(&e))),
+        }
+        tokio::time::sleep(ttl.mul_f64(rng.random_range(0.0..0.1))).await;
+    }
+    client.close().await;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn critical_section(
+    client: &Client,
+    lease: &Lease,
+    opts: &LockOptions,
+    args: &WorkerArgs,
+    referee: &mut RefereeConn,
+    out: &Emitter,
+    session: &str,
+    rng: &mut StdRng,
+) -> Result<(), String> {
+    let token = lease.fence();
+    let ttl = Duration::from_millis(args.ttl_ms);
+    if rng.random_bool(0.2) {
+        // Reentrancy: the same owner gets the same grant back (P8).
+        out.emit("invoke", "nested-acquire", Some(session), Some(token), None);
+        match client.lock(&args.name, opts).await {
+            Ok(inner) => {
+                out.emit("ok", "nested-acquire", Some(session), Some(inner.fence()), None);
+                match inner.release().await {
+                    Ok(()) => out.emit("ok", "nested-release", Some(session), Some(token), None),
+                    Err(e) => out.emit("fail", "nested-release", Some(session), Some(token), Some(code(&e))),
+                }
+            }
+            Err(e) => out.emit(class(&e), "nested-acquire", Some(session), None, Some(code(&e))),
+        }
+    }
+    let base = json!({ "key": args.key, "client": args.client, "session": session, "token": token });
+    let mut read = base.clone();
+    read["op"] = "read".into();
+    let (ok, mut values) = referee.call(read).await?;
+    if !ok[0] {
+        return Ok(()); // the fence says someone newer has been here: leave
+    }
+    // Work; the long tail crosses the TTL, so the watchdog must carry it.
+    tokio::time::sleep(ttl.mul_f64(rng.random_range(0.1..1.5))).await;
+    let writes = if rng.random_bool(0.3) { 2 } else { 1 };
+    for i in 0..writes {
+        // A careful user: no write once the SDK said the lock is lost. A pause between this check and the write is
+        // exactly what fencing exists for.
+        if lease.is_lost() {
+            return Ok(());
+        }
+        let mut write = base.clone();
+        write["op"] = "write".into();
+        write["values"] = json!([values[0] + 1, values[1] + 1, values[2] + 1]);
+        let (ok, after) = referee.call(write).await?;
+        if !ok[0] {
+            return Ok(());
+        }
+        values = after;
+        if i == 0 {
+            // An explicit renewal: P6 checks none succeeds after another session acquired.
+            out.emit("invoke", "renew", Some(session), Some(token), None);
+            match lease.renew(None).await {
+                Ok(()) => out.emit("ok", "renew", Some(session), Some(token), None),
+                Err(e) => out.emit("fail", "renew", Some(session), Some(token), Some(code(&e))),
+            }
+            if writes > 1 {
+                tokio::time::sleep(ttl.mul_f64(rng.random_range(0.0..0.3))).await;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""The Python client worker of the safety suite: the same loop and JSON-lines protocol as the Rust worker
+(tests/faults/src/worker.rs, described in tests/faults/README.md), on the fencelock Python package.
+
+Timestamps come from the raw clock_gettime syscall, which libfaketime (preloaded for clock-jump faults) does not
+intercept; the SDK inside, through libc, sees the faked clock.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import random
+import socket
+import sys
+import threading
+import time
+
+import fencelock
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_SYS_CLOCK_GETTIME = 228  # x86_64
+_CLOCK_MONOTONIC = 1
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def t_ref() -> int:
+    ts = _Timespec()
+    if _libc.syscall(_SYS_CLOCK_GETTIME, _CLOCK_MONOTONIC, ctypes.byref(ts)) != 0:
+        raise OSError(ctypes.get_errno(), "clock_gettime")
+    return ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+
+
+class Emitter:
+    def __init__(self, client: str) -> None:
+        self.client = client
+        self.pid = os.getpid()
+        self.seq = 0
+        self.lock = threading.Lock()  # lost callbacks run on their own threads
+
+    def emit(self, kind, f, session=None, token=None, error=None):
+        with self.lock:
+            e = {"src": "worker", "type": kind, "f": f, "client": self.client, "lang": "python", "pid": self.pid,
+                 "seq": self.seq, "t_ref": t_ref()}
+            self.seq += 1
+            if session is not None:
+                e["session"] = session
+            if token is not None:
+                e["token"] = token
+            if error is not None:
+                e["error"] = error
+            sys.stdout.write(json.dumps(e) + "\n")
+            sys.stdout.flush()
+
+
+class Referee:
+    def __init__(self, addr: str) -> None:
+        host, port = addr.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)))
+        self.file = self.sock.makefile("rwb")
+
+    def call(self, req):
+        self.file.write((json.dumps(req) + "\n").encode())
+        self.file.flush()
+        reply = json.loads(self.file.readline())
+        return reply["ok"], reply["values"]
+
+
+def code(err: Exception) -> str:
+    kind = getattr(err, "kind", None)
+    return kind.name if kind is not None else type(err).__name__
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--referee", required=True)
+    ap.add_argument("--client", required=True)
+    ap.add_argument("--ttl-ms", type=int, default=2000)
+    ap.add_argument("--name", default="locktest")
+    ap.add_argument("--key", default="register")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    out = Emitter(args.client)
+    stop = threading.Event()
+
+    def watch_stdin() -> None:
+        for _ in sys.stdin:
+            pass
+        stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    referee = Referee(args.referee)
+    while True:
+        try:
+            client = fencelock.connect(args.url)
+            break
+        except fencelock.LockError:
+            if stop.is_set():
+                raise
+            time.sleep(0.2)
+    ttl = args.ttl_ms / 1000
+    owner = f"{args.client}-main"
+    rng = random.Random(args.seed ^ os.getpid())
+    n = 0
+    while not stop.is_set():
+        out.emit("invoke", "acquire")
+        try:
+            lease = client.lock(args.name, ttl=ttl, timeout=3 * ttl, owner=owner)
+        except fencelock.LockError as e:
+            out.emit("fail" if code(e) == "TIMEOUT" else "info", "acquire", error=code(e))
+            time.sleep(0.1)
+            continue
+        n += 1
+        session = f"{args.client}.{os.getpid()}.{n}"
+        token = lease.fence
+        out.emit("ok", "acquire", session, token)
+        lease.on_lost(lambda s=session, t=token: out.emit("lost", "lost", s, t, "LOCK_LOST"))
+        critical_section(client, lease, args, owner, referee, out, session, rng, ttl)
+        out.emit("invoke", "release", session, token)
+        try:
+            lease.release()
+            out.emit("ok", "release", session, token)
+        except fencelock.LockError as e:
+            out.emit("fail", "release", session, token, code(e))
+        time.sleep(ttl * rng.uniform(0.0, 0.1))
+    client.close()
+
+
+def critical_section(client, lease, args, owner, referee, out, session, rng, ttl) -> None:
+    token = lease.fence
+    if rng.random() < 0.2:
+        # Reentrancy: the same owner gets the same grant back (P8).
+        out.emit("invoke", "nested-acquire", session, token)
+        try:
+            inner = client.lock(args.name, ttl=ttl, timeout=3 * ttl, owner=owner)
+            out.emit("ok", "nested-acquire", session, inner.fence)
+            try:
+                inner.release()
+                out.emit("ok", "nested-release", session, token)
+            except fencelock.LockError as e:
+                out.emit("fail", "nested-release", session, token, code(e))
+        except fencelock.LockError as e:
+            out.emit("fail" if code(e) == "TIMEOUT" else "info", "nested-acquire", session, error=code(e))
+    base = {"key": args.key, "client": args.client, "session": session, "token": token}
+    ok, values = referee.call({**base, "op": "read"})
+    if not ok[0]:
+        return  # the fence says someone newer has been here: leave
+    time.sleep(ttl * rng.uniform(0.1, 1.5))  # work; the long tail crosses the TTL
+    writes = 2 if rng.random() < 0.3 else 1
+    for i in range(writes):
+        if lease.lost.is_set():  # a careful user; a pause right after this check is what fencing is for
+            return
+        ok, values = referee.call({**base, "op": "write", "values": [v + 1 for v in values]})
+        if not ok[0]:
+            return
+        if i == 0:
+            out.emit("invoke", "renew", session, token)
+            try:
+                lease.renew()
+                out.emit("ok", "renew", session, token)
+            except fencelock.LockError as e:
+                out.emit("fail", "renew", session, token, code(e))
+            if writes > 1:
+                time.sleep(ttl * rng.uniform(0.0, 0.3))
+
+
+if __name__ == "__main__":
+    main()
