@@ -1,3 +1,58 @@
 #!/usr/bin/env bash
-# Placeholder while the stage is being written.
-echo "jvm/run-tests.sh: not written yet"
+# The JVM stage of scripts/test.sh: build and install the jar (Maven calls `cargo build -p fencelock-jvm` with the
+# workspace's target dir and debug profile, a no-op after the workspace build, and packs the library into the jar),
+# run the JUnit suite (conformance on every backend, Java idioms, interop with Redisson and Curator), then run the
+# example project in examples/java against the installed artifact on SQLite and Redis.
+#
+#   jvm/run-tests.sh [MAVEN ARGS...]      e.g. -Dtest=ApiTest
+#
+# Uses the servers of scripts/services.sh when FENCELOCK_TEST_* are set (source DIR/env first); with
+# FENCELOCK_REQUIRE_SERVICES=1 a missing one fails.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MVN=(mvn -B -ntp -q -Dstyle.color=never)
+
+step() { printf -- '--- %s\n' "$*"; }
+
+# Debian packages: install what is missing if we may (CI runs as root), else say what to install.
+need() { # COMMAND PACKAGE
+    command -v "$1" >/dev/null && return
+    if ((EUID == 0)) && command -v apt-get >/dev/null; then
+        apt-get install -y -q "$2" >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q "$2" >/dev/null; }
+    fi
+    command -v "$1" >/dev/null || { echo "jvm: $1 is missing: install the Debian package $2" >&2; exit 1; }
+}
+need javac openjdk-17-jdk-headless
+need mvn maven
+need objcopy binutils
+
+java_version=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
+if ((${java_version%%.*} < 17)); then
+    echo "jvm: Java 17 or newer is needed, java is $java_version ($(command -v java))" >&2
+    exit 1
+fi
+step "$(mvn -v 2>/dev/null | head -1 | sed 's/\x1b\[[0-9;]*m//g'), Java $java_version"
+
+step "mvn install (cargo build -p fencelock-jvm, jar, JUnit)"
+rc=0
+"${MVN[@]}" -f "$ROOT/jvm" install "$@" || rc=$?
+# -q keeps Maven quiet; the suite's summary and the conformance matrix come from the reports.
+reports=$ROOT/jvm/target/surefire-reports
+if [[ -d $reports ]]; then
+    cat "$ROOT/jvm/target/conformance-matrix.txt" 2>/dev/null || true
+    awk '/^Tests run:/ { split($0, f, /[:,] */); run += f[2]; failed += f[4] + f[6]; skipped += f[8] }
+         END { printf "jvm: %d passed, %d failed, %d skipped\n", run - failed - skipped, failed, skipped }' \
+        "$reports"/*.txt
+fi
+((rc == 0)) || exit "$rc"
+
+step "examples/java against the installed artifact"
+examples=(sqlite:"$ROOT/target/jvm-example.db")
+if [[ -n ${FENCELOCK_TEST_REDIS:-} ]]; then examples+=("$FENCELOCK_TEST_REDIS"); fi
+"${MVN[@]}" -f "$ROOT/examples/java" compile
+for url in "${examples[@]}"; do
+    "${MVN[@]}" -f "$ROOT/examples/java" exec:exec -Dexample.url="$url"
+done
+rm -f "$ROOT/target/jvm-example.db"
+echo "jvm: all passed"

@@ -1,0 +1,117 @@
+//! Reporting to Java from runtime threads. A `Completion` is a global reference to a `dev.fencelock.Completion`;
+//! it is called on a runtime thread that attaches to the JVM as a daemon (jni-rs attaches non-daemon threads only),
+//! once, so the JVM never waits for the runtime at exit. Only methods of objects handed over from Java are called
+//! here: `FindClass` on a thread the JVM did not start would search the system class loader, not the caller's.
+
+use std::cell::Cell;
+use std::ffi::CString;
+use std::ptr;
+
+use jni::objects::{Global, JObject};
+use jni::sys::{JNI_OK, JavaVMAttachArgs, jint};
+use jni::{Env, JValue, JavaVM, jni_sig, jni_str};
+
+/// What a successful operation hands back: two numbers, an optional string and optional bytes (their meaning is
+/// per operation; see `Completion.java`).
+#[derive(Debug, Default)]
+pub(crate) struct Value {
+    pub(crate) a: i64,
+    pub(crate) b: i64,
+    pub(crate) text: Option<String>,
+    pub(crate) data: Option<Vec<u8>>,
+}
+
+impl Value {
+    pub(crate) fn num(a: i64) -> Self {
+        Value { a, ..Value::default() }
+    }
+}
+
+/// A Java `Completion` waiting for one result. Dropped unfinished (an aborted task), it only frees its reference.
+#[derive(Debug)]
+pub(crate) struct Completion {
+    target: Option<Global<JObject<'static>>>,
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if let Some(target) = self.target.take() {
+            // Deleting a global reference needs an attached thread; make it a daemon attachment, not a scoped one.
+            if let Ok(vm) = JavaVM::singleton() {
+                attach_daemon(&vm);
+            }
+            drop(target);
+        }
+    }
+}
+
+impl Completion {
+    pub(crate) fn new(env: &Env<'_>, obj: &JObject<'_>) -> jni::errors::Result<Self> {
+        Ok(Completion { target: Some(env.new_global_ref(obj)?) })
+    }
+
+    /// Calls `done(a, b, text, data)` or `fail(code, message)`. Runs on a runtime thread.
+    pub(crate) fn finish(mut self, result: fencelock::Result<Value>) {
+        let (Ok(vm), Some(target)) = (JavaVM::singleton(), self.target.take()) else { return };
+        attach_daemon(&vm);
+        let outcome = vm.attach_current_thread(|env| -> jni::errors::Result<()> {
+            let called = match result {
+                Ok(v) => {
+                    let text = match v.text {
+                        Some(t) => env.new_string(t)?.into(),
+                        None => JObject::null(),
+                    };
+                    let data = match v.data {
+                        Some(d) => env.byte_array_from_slice(&d)?.into(),
+                        None => JObject::null(),
+                    };
+                    env.call_method(
+                        &target,
+                        jni_str!("done"),
+                        jni_sig!("(JJLjava/lang/String;[B)V"),
+                        &[JValue::Long(v.a), JValue::Long(v.b), JValue::Object(&text), JValue::Object(&data)],
+                    )
+                }
+                Err(e) => {
+                    let message = env.new_string(e.message())?;
+                    env.call_method(
+                        &target,
+                        jni_str!("fail"),
+                        jni_sig!("(ILjava/lang/String;)V"),
+                        &[JValue::Int(e.kind().code() as i32), JValue::Object(&message)],
+                    )
+                }
+            };
+            // The global reference is deleted while the thread is attached.
+            drop(target);
+            called.map(drop)
+        });
+        if let Err(e) = outcome {
+            // A Completion only completes a CompletableFuture; it throws only if the JVM is out of memory.
+            eprintln!("fencelock: could not report a result to Java: {e}");
+        }
+    }
+}
+
+thread_local! {
+    static ATTACHED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Attaches this runtime thread to the JVM as a daemon thread, once; later attaches find it attached.
+fn attach_daemon(vm: &JavaVM) {
+    if ATTACHED.get() {
+        return;
+    }
+    let name = std::thread::current().name().and_then(|n| CString::new(n).ok());
+    let mut args = JavaVMAttachArgs {
+        version: jni::sys::JNI_VERSION_1_8 as jint,
+        name: name.as_ref().map_or(ptr::null_mut(), |n| n.as_ptr().cast_mut()),
+        group: ptr::null_mut(),
+    };
+    let raw = vm.get_raw();
+    let mut env = ptr::null_mut();
+    // SAFETY: `raw` is the live JavaVM; AttachCurrentThreadAsDaemon (JNI 1.4) is a no-op for an attached thread, and
+    // `args` with its name outlives the call.
+    let rc = unsafe { ((**raw).v1_4.AttachCurrentThreadAsDaemon)(raw, &mut env, (&raw mut args).cast()) };
+    ATTACHED.set(rc == JNI_OK);
+}

@@ -1,0 +1,177 @@
+//! `Native.connect*`, `client*`, `lock`, `tryLock`: the client handle is a boxed `fencelock::Client` (cheap to clone
+//! into each task).
+
+use fencelock::Client;
+use jni::EnvUnowned;
+use jni::objects::{JClass, JObject, JString};
+use jni::sys::{jboolean, jint, jlong};
+
+use crate::callback::Value;
+use crate::error::shim;
+use crate::handle::{borrow, free, into_handle};
+use crate::lease::JLease;
+use crate::options::{client_options, lock_options, opt_string, string};
+use crate::task::start;
+
+/// Capability bits as Java reads them.
+const FENCING: jint = 1;
+const NATIVE_WAIT: jint = 2;
+const FAIR: jint = 4;
+const SESSION_BOUND: jint = 8;
+
+/// Connects; `done(clientHandle, …)`. A null URL uses `FENCELOCK_URL`, else the embedded SQLite file.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_connect<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    url: JString<'l>,
+    connect_ms: jlong,
+    request_ms: jlong,
+    completion: JObject<'l>,
+) -> jlong {
+    shim(&mut env, |env| {
+        let url = opt_string(env, &url)?.unwrap_or_else(fencelock::default_url);
+        let opts = client_options(connect_ms, request_ms);
+        start(env, &completion, async move {
+            let client = Client::connect_with(&url, &opts).await?;
+            Ok(Value::num(into_handle(client)))
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_clientFree<'l>(_env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
+    free::<Client>(h);
+}
+
+/// Releases every lease of the client and closes its connections; `done(0, …)`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_clientClose<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    completion: JObject<'l>,
+) -> jlong {
+    shim(&mut env, |env| {
+        let client = borrow::<Client>(h)?.clone();
+        start(env, &completion, async move {
+            client.close().await;
+            Ok(Value::default())
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_clientId<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> JString<'l> {
+    shim(&mut env, |env| Ok(env.new_string(borrow::<Client>(h)?.id())?))
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_clientUrl<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> JString<'l> {
+    shim(&mut env, |env| Ok(env.new_string(borrow::<Client>(h)?.url())?))
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_clientCapability<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> jint {
+    shim(&mut env, |_| {
+        let c = borrow::<Client>(h)?.capability();
+        let bit = |on: bool, b: jint| if on { b } else { 0 };
+        Ok(bit(c.fencing, FENCING)
+            | bit(c.native_wait, NATIVE_WAIT)
+            | bit(c.fair, FAIR)
+            | bit(c.session_bound, SESSION_BOUND))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_clientLocalEntries<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> jlong {
+    shim(&mut env, |_| Ok(borrow::<Client>(h)?.local_entries() as jlong))
+}
+
+/// `lock` (`once` false) or `tryLock` (`once` true); `done(leaseHandle or 0 when busy, fence, …)`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_lock<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    name: JString<'l>,
+    ttl_ms: jlong,
+    timeout_ms: jlong,
+    watchdog: jboolean,
+    owner: JString<'l>,
+    once: jboolean,
+    completion: JObject<'l>,
+) -> jlong {
+    shim(&mut env, |env| {
+        let client = borrow::<Client>(h)?.clone();
+        let name = string(env, &name, "the lock name")?;
+        let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?);
+        start(env, &completion, async move {
+            let lease =
+                if once { client.try_lock(&name, &opts).await? } else { Some(client.lock(&name, &opts).await?) };
+            Ok(match lease {
+                Some(lease) => {
+                    let fence = lease.fence() as i64;
+                    Value { a: into_handle(JLease::new(lease)), b: fence, ..Value::default() }
+                }
+                None => Value::default(),
+            })
+        })
+    })
+}
+
+/// `done(lastToken or -1, remaining ms or -1, holder or null)`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_inspect<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    name: JString<'l>,
+    completion: JObject<'l>,
+) -> jlong {
+    shim(&mut env, |env| {
+        let client = borrow::<Client>(h)?.clone();
+        let name = string(env, &name, "the lock name")?;
+        start(env, &completion, async move {
+            let info = client.inspect(&name).await?;
+            Ok(Value {
+                a: info.last_token.map_or(-1, |t| t as i64),
+                b: info.remaining.map_or(-1, |d| d.as_millis() as i64),
+                text: info.holder,
+                data: None,
+            })
+        })
+    })
+}
+
+/// `done(1 if there was a record, else 0)`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_forceRelease<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    name: JString<'l>,
+    completion: JObject<'l>,
+) -> jlong {
+    shim(&mut env, |env| {
+        let client = borrow::<Client>(h)?.clone();
+        let name = string(env, &name, "the lock name")?;
+        start(env, &completion, async move { Ok(Value::num(client.force_release(&name).await? as i64)) })
+    })
+}

@@ -1,0 +1,15 @@
+package dev.fencelock;
+
+/**
+ * What a backend can do, so callers branch on capabilities rather than on backend names.
+ *
+ * @param fencing grants carry fencing tokens that rise per lock name
+ * @param nativeWait waiters are woken by the backend (pub/sub, watch, LISTEN) rather than by polling
+ * @param fair waiters across clients are served in arrival order
+ * @param sessionBound leases are bound to a session (ZooKeeper) rather than to a per-lock TTL
+ */
+public record Capability(boolean fencing, boolean nativeWait, boolean fair, boolean sessionBound) {
+    static Capability fromBits(int bits) {
+        return new Capability((bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0);
+    }
+}

@@ -1,0 +1,198 @@
+package dev.fencelock;
+
+import java.time.Duration;
+import java.util.Optional;
+import java.util.OptionalLong;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.locks.Lock;
+import java.util.function.LongFunction;
+
+/**
+ * A connection to one lock backend, chosen by URL ({@code redis://…}, {@code redlock://…}, {@code redis+cluster://…},
+ * {@code etcd://…}, {@code zk://…}, {@code postgres://…}, {@code sqlite:PATH}). Thread-safe; close it when done
+ * (closing releases every lease it holds).
+ *
+ * <pre>{@code
+ * try (FencelockClient client = FencelockClient.connect("redis://127.0.0.1:6379");
+ *      Lease lease = client.lock("orders")) {
+ *     client.fence("orders-table").write(lease.fence(), newState);
+ * }
+ * }</pre>
+ *
+ * Blocking methods wait in Java, so an interrupt ends the wait: the acquire is cancelled (nothing is left held), the
+ * call throws {@code LockException(CANCELLED)} and the interrupt flag stays set. Each has an {@code …Async} twin whose
+ * future completes on the common pool; cancelling it cancels the operation.
+ */
+public final class FencelockClient implements AutoCloseable {
+    private final NativeHandle handle;
+    private final String url;
+
+    private FencelockClient(long ptr) {
+        this.handle = new NativeHandle(ptr, Native::clientFree).register(this);
+        this.url = Native.clientUrl(ptr);
+    }
+
+    /** Connects to {@code FENCELOCK_URL}, else the embedded SQLite file {@code fencelock.db} in the working directory. */
+    public static FencelockClient connect() {
+        return connect(null);
+    }
+
+    /** Connects to the backend {@code url} names ({@code null}: as {@link #connect()}). */
+    public static FencelockClient connect(String url) {
+        return Call.awaitCancellable(open(url), "connect");
+    }
+
+    /** {@link #connect(String)} without blocking. */
+    public static CompletableFuture<FencelockClient> connectAsync(String url) {
+        return Call.publish(open(url), FencelockClient::discard);
+    }
+
+    private static CompletableFuture<FencelockClient> open(String url) {
+        return Call.start((a, b, text, data) -> new FencelockClient(a), FencelockClient::discard,
+                c -> Native.connect(url, 0, 0, c));
+    }
+
+    private static void discard(FencelockClient client) {
+        client.handle.close();
+    }
+
+    /** This client's id, the first half of every holder id it writes. */
+    public String id() {
+        return call(Native::clientId);
+    }
+
+    /** The backend URL, without secrets. */
+    public String url() {
+        return url;
+    }
+
+    /** What the backend can do. */
+    public Capability capability() {
+        return Capability.fromBits(call(p -> Native.clientCapability(p)));
+    }
+
+    /** Lock names this client holds or queues for locally (0 when idle). */
+    public long localEntries() {
+        return call(p -> Native.clientLocalEntries(p));
+    }
+
+    /** Takes {@code name} with the default options, waiting as long as it takes. */
+    public Lease lock(String name) {
+        return lock(name, LockOptions.defaults());
+    }
+
+    /** Takes {@code name}, waiting up to {@code options.timeout()} ({@code TIMEOUT} after that). */
+    public Lease lock(String name, LockOptions options) {
+        return Call.awaitCancellable(acquire(name, options, false), "lock " + quote(name));
+    }
+
+    /** One attempt with the default options: the lease, or empty if someone else holds {@code name}. */
+    public Optional<Lease> tryLock(String name) {
+        return tryLock(name, LockOptions.defaults());
+    }
+
+    /** One attempt: the lease, or empty if someone else holds {@code name}. */
+    public Optional<Lease> tryLock(String name, LockOptions options) {
+        return Call.awaitCancellable(tryAcquire(name, options), "tryLock " + quote(name));
+    }
+
+    /** {@link #lock(String, LockOptions)} without blocking; the owner defaults to the calling thread. */
+    public CompletableFuture<Lease> lockAsync(String name, LockOptions options) {
+        return Call.publish(acquire(name, options, false), Lease::abandon);
+    }
+
+    /** {@link #lock(String)} without blocking. */
+    public CompletableFuture<Lease> lockAsync(String name) {
+        return lockAsync(name, LockOptions.defaults());
+    }
+
+    /** {@link #tryLock(String, LockOptions)} without blocking. */
+    public CompletableFuture<Optional<Lease>> tryLockAsync(String name, LockOptions options) {
+        return Call.publish(tryAcquire(name, options), lease -> lease.ifPresent(Lease::abandon));
+    }
+
+    /**
+     * A {@link Lock} on {@code name}, reentrant per thread like {@code ReentrantLock}: {@code lock()} waits
+     * uninterruptibly, {@code lockInterruptibly()} and {@code tryLock(time, unit)} honour interrupts.
+     */
+    public Lock mutex(String name) {
+        return mutex(name, LockOptions.defaults());
+    }
+
+    /** {@link #mutex(String)} with a TTL and watchdog setting; the owner is always the calling thread. */
+    public Lock mutex(String name, LockOptions options) {
+        return new FencelockMutex(this, name, options);
+    }
+
+    /** The fenced register {@code resource}, stored in this client's backend. */
+    public Fence fence(String resource) {
+        return new Fence(this, resource);
+    }
+
+    /** Who holds {@code name}, for how long, and the last token handed out. */
+    public LockInfo inspect(String name) {
+        return Call.await(call(p -> Call.start((a, b, holder, data) -> new LockInfo(Optional.ofNullable(holder),
+                b < 0 ? Optional.empty() : Optional.of(Duration.ofMillis(b)),
+                a < 0 ? OptionalLong.empty() : OptionalLong.of(a)), null, c -> Native.inspect(p, name, c))));
+    }
+
+    /**
+     * Deletes the record of {@code name} whoever holds it (an operator's tool); the holder's lease is lost at its next
+     * renewal. Whether there was a record.
+     */
+    public boolean forceRelease(String name) {
+        return Call.await(call(p -> Call.start((a, b, t, d) -> a != 0, null, c -> Native.forceRelease(p, name, c))));
+    }
+
+    /** Releases every lease this client holds and closes its connections. Later calls fail with {@code CLOSED}. */
+    @Override
+    public void close() {
+        if (handle.isClosed()) {
+            return;
+        }
+        CompletableFuture<Object> closing;
+        try {
+            closing = call(p -> Call.start((a, b, t, d) -> null, null, c -> Native.clientClose(p, c)));
+        } catch (LockException e) {
+            if (e.kind() == ErrorKind.CLOSED) {
+                return;
+            }
+            throw e;
+        }
+        try {
+            Call.await(closing);
+        } finally {
+            handle.close();
+        }
+    }
+
+    CompletableFuture<Lease> acquire(String name, LockOptions options, boolean once) {
+        LockOptions o = options == null ? LockOptions.defaults() : options;
+        String owner = o.ownerForCaller();
+        return call(p -> Call.start((a, fence, t, d) -> a == 0 ? null : new Lease(a, name, fence), Lease::abandon,
+                c -> Native.lock(p, name, o.ttlMillis(), o.timeoutMillis(), o.watchdog(), owner, once, c)));
+    }
+
+    private CompletableFuture<Optional<Lease>> tryAcquire(String name, LockOptions options) {
+        LockOptions o = options == null ? LockOptions.defaults() : options;
+        String owner = o.ownerForCaller();
+        return call(p -> Call.start(
+                (a, fence, t, d) -> a == 0 ? Optional.<Lease>empty() : Optional.of(new Lease(a, name, fence)),
+                lease -> lease.ifPresent(Lease::abandon),
+                c -> Native.lock(p, name, o.ttlMillis(), -1, o.watchdog(), owner, true, c)));
+    }
+
+    /** Runs {@code f} with the live client pointer; {@code CLOSED} after close. */
+    <T> T call(LongFunction<T> f) {
+        return handle.call(() -> new LockException(ErrorKind.CLOSED, url + ": the client was closed"), f);
+    }
+
+    static String quote(String name) {
+        return name == null ? "null" : '"' + name + '"';
+    }
+
+    @Override
+    public String toString() {
+        return "FencelockClient[" + url + (handle.isClosed() ? ", closed]" : "]");
+    }
+}

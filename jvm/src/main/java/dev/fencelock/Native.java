@@ -1,0 +1,63 @@
+package dev.fencelock;
+
+/**
+ * The native methods of {@code libfencelock_jni.so} (bindings/jvm). Handles are {@code long}s owned by a
+ * {@link NativeHandle}; every operation that waits on a backend starts a task, reports to a {@link Completion} and
+ * returns the task's handle ({@code taskCancel}, {@code taskFree}). Each method may throw {@link LockException}.
+ */
+final class Native {
+    static {
+        NativeLoader.load();
+    }
+
+    private Native() {}
+
+    static native long connect(String url, long connectMs, long requestMs, Completion c);
+
+    static native long clientClose(long client, Completion c);
+
+    static native void clientFree(long client);
+
+    static native String clientId(long client);
+
+    static native String clientUrl(long client);
+
+    static native int clientCapability(long client);
+
+    static native long clientLocalEntries(long client);
+
+    /** {@code done(lease handle or 0 if busy, fence)}. */
+    static native long lock(long client, String name, long ttlMs, long timeoutMs, boolean watchdog, String owner,
+            boolean once, Completion c);
+
+    /** {@code done(last token or -1, remaining ms or -1, holder or null)}. */
+    static native long inspect(long client, String name, Completion c);
+
+    static native long forceRelease(long client, String name, Completion c);
+
+    static native long fenceWrite(long client, String resource, long token, byte[] value, Completion c);
+
+    /** {@code done(token, 0, null, value)}. */
+    static native long fenceRead(long client, String resource, Completion c);
+
+    static native void leaseFree(long lease);
+
+    static native String leaseHolder(long lease);
+
+    static native long leaseRemainingMs(long lease);
+
+    static native boolean leaseIsValid(long lease);
+
+    static native boolean leaseIsLost(long lease);
+
+    static native long leaseRenew(long lease, long ttlMs, Completion c);
+
+    static native long leaseRelease(long lease, Completion c);
+
+    /** Calls {@code c.done} once if the lease is lost; never if it is freed first. */
+    static native void leaseOnLost(long lease, Completion c);
+
+    static native void taskCancel(long task);
+
+    static native void taskFree(long task);
+}

@@ -1,0 +1,123 @@
+package dev.fencelock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.retry.RetryOneTime;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A fencelock ZooKeeper lock and Curator's InterProcessMutex on the same path, against the real Curator from Maven
+ * Central: neither holds while the other does, and each side's waiter is woken by the other's release (by the
+ * watch on its predecessor node; the holders' sessions stay alive, so nothing else could free the lock).
+ */
+@Timeout(60)
+class CuratorInteropTest {
+    private static final long WAKE_BOUND_MS = 2_000;
+
+    private static CuratorFramework curator;
+    private static FencelockClient fencelock;
+
+    @BeforeAll
+    static void connect() throws InterruptedException {
+        String url = Services.zk();
+        curator = CuratorFrameworkFactory.newClient(Services.hostPort(url), 30_000, 10_000, new RetryOneTime(200));
+        curator.start();
+        assertTrue(curator.blockUntilConnected(20, TimeUnit.SECONDS), "Curator connects to " + url);
+        fencelock = FencelockClient.connect(url);
+    }
+
+    @AfterAll
+    static void close() {
+        if (fencelock != null) {
+            fencelock.close();
+        }
+        if (curator != null) {
+            curator.close();
+        }
+    }
+
+    /** Waits (bounded) until the lock path has {@code n} contender nodes. */
+    private static void awaitContenders(String path, int n) throws InterruptedException {
+        ApiTest.awaitTrue(() -> children(path).size() == n, n + " contenders under " + path);
+    }
+
+    private static List<String> children(String path) {
+        try {
+            return curator.checkExists().forPath(path) == null ? List.of() : curator.getChildren().forPath(path);
+        } catch (Exception e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    @Test
+    void fencelockHoldsCuratorWaitsAndIsWokenByOurRelease() throws Exception {
+        String path = "/" + Services.unique("interop-curator-a");
+        InterProcessMutex mutex = new InterProcessMutex(curator, path);
+        Lease lease = fencelock.lock(path);
+        assertFalse(mutex.acquire(0, TimeUnit.MILLISECONDS), "Curator must not get a lock fencelock holds");
+
+        CountDownLatch letGo = new CountDownLatch(1);
+        CompletableFuture<Long> curatorGot = new CompletableFuture<>();
+        Thread waiter = new Thread(() -> {
+            try {
+                mutex.acquire(); // InterProcessMutex belongs to this thread: acquire and release here
+                curatorGot.complete(System.nanoTime());
+                letGo.await();
+                mutex.release();
+            } catch (Exception e) {
+                curatorGot.completeExceptionally(e);
+            }
+        });
+        waiter.start();
+        awaitContenders(path, 2);
+        long released = System.nanoTime();
+        lease.release();
+        long wokenMs = TimeUnit.NANOSECONDS.toMillis(curatorGot.get(10, TimeUnit.SECONDS) - released);
+        assertTrue(wokenMs < WAKE_BOUND_MS, "Curator was woken " + wokenMs + " ms after our release");
+        assertEquals(Optional.empty(), fencelock.tryLock(path), "fencelock must not get a lock Curator holds");
+        letGo.countDown();
+        waiter.join(10_000);
+        awaitContenders(path, 0);
+        try (Lease after = fencelock.tryLock(path).orElseThrow()) {
+            assertTrue(after.fence() > lease.fence(), "czxid tokens rise");
+        }
+    }
+
+    @Test
+    void curatorHoldsFencelockWaitsAndIsWokenByItsRelease() throws Exception {
+        String path = "/" + Services.unique("interop-curator-b");
+        InterProcessMutex mutex = new InterProcessMutex(curator, path);
+        mutex.acquire();
+        try {
+            assertEquals(Optional.empty(), fencelock.tryLock(path), "fencelock must not get a lock Curator holds");
+            CompletableFuture<Lease> waiting = fencelock.lockAsync(path, LockOptions.defaults());
+            awaitContenders(path, 2);
+            assertFalse(waiting.isDone());
+            long released = System.nanoTime();
+            mutex.release();
+            try (Lease lease = waiting.get(10, TimeUnit.SECONDS)) {
+                long wokenMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - released);
+                assertTrue(wokenMs < WAKE_BOUND_MS, "fencelock was woken " + wokenMs + " ms after Curator's release");
+                assertFalse(mutex.acquire(0, TimeUnit.MILLISECONDS), "Curator must not get a lock fencelock holds");
+            }
+        } finally {
+            if (mutex.isOwnedByCurrentThread()) {
+                mutex.release();
+            }
+        }
+        awaitContenders(path, 0);
+    }
+}
