@@ -9,7 +9,7 @@ use std::time::Duration;
 pub enum Profile {
     /// Client pauses only: violations without fencing must show, or the faults do not bite.
     Canary,
-    /// Every fault that applies to the backend, about 30 s.
+    /// Every fault that applies to the backend, 24 s of faults.
     Ci,
     /// The same menu for longer, on demand.
     Soak,
@@ -27,8 +27,8 @@ impl Profile {
     /// How long the fault phase lasts.
     pub fn fault_phase(self) -> Duration {
         match self {
-            Profile::Canary => Duration::from_secs(20),
-            Profile::Ci => Duration::from_secs(28),
+            Profile::Canary => Duration::from_secs(16),
+            Profile::Ci => Duration::from_secs(24),
             Profile::Soak => Duration::from_secs(120),
         }
     }
@@ -72,6 +72,25 @@ pub enum Fault {
 }
 
 impl Fault {
+    pub const ALL: [Fault; 9] = [
+        Fault::ClientPause,
+        Fault::ClientKill,
+        Fault::ClockJump,
+        Fault::ServerKill,
+        Fault::ServerKillDelayed,
+        Fault::LeaderKill,
+        Fault::ProxyDelay,
+        Fault::ProxyFreeze,
+        Fault::ProxyCut,
+    ];
+
+    pub fn parse(name: &str) -> Result<Fault, String> {
+        Fault::ALL.into_iter().find(|f| f.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+            format!("unknown fault {name:?} (one of {})", names.join(", "))
+        })
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Fault::ClientPause => "client-pause",

@@ -41,6 +41,9 @@ pub struct RunArgs {
     /// The repository root (workers, the venv, the Node package).
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))]
     pub root: PathBuf,
+    /// Only these faults (comma-separated names, e.g. `client-pause,server-kill`) instead of the profile's menu.
+    #[arg(long, value_delimiter = ',', value_parser = Fault::parse)]
+    pub faults: Vec<Fault>,
     /// Where history.jsonl and report.json go (default: <root>/target/faults/<backend>-<profile>-<seed>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -343,16 +346,22 @@ impl Run {
         self.respawn_dead()
     }
 
-    /// Waits until every client has acquired after `since`, or the bound passes.
-    async fn final_phase(&self, since: u64) {
+    /// Jepsen's final generator: waits until every client has acquired once after `since`, or the bound passes. A
+    /// client that has is told to stop (stdin EOF), so an unfair lock cannot starve the last ones with the first.
+    async fn final_phase(&mut self, since: u64) {
         let deadline = Instant::now() + FINAL_PHASE;
         loop {
             let notified = self.shared.acquired.notified();
-            let done = {
+            {
                 let last = self.shared.last_ok.lock().unwrap_or_else(|p| p.into_inner());
-                self.slots.iter().all(|s| last.get(&s.client).is_some_and(|&t| t >= since))
-            };
-            if done || Instant::now() >= deadline {
+                for s in &mut self.slots {
+                    if s.stdin.is_some() && last.get(&s.client).is_some_and(|&t| t >= since) {
+                        self.expected_exits.insert(s.pid);
+                        s.stdin.take();
+                    }
+                }
+            }
+            if self.slots.iter().all(|s| s.stdin.is_none()) || Instant::now() >= deadline {
                 return;
             }
             let _ = tokio::time::timeout_at(deadline.into(), notified).await;
@@ -415,7 +424,7 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
     let data = TempDir::new()?;
     let ttl = Duration::from_millis(args.ttl_ms);
     let mut rng = StdRng::seed_from_u64(args.seed);
-    let menu = args.profile.faults(args.backend);
+    let menu = if args.faults.is_empty() { args.profile.faults(args.backend) } else { args.faults.clone() };
     let steps = nemesis::schedule(&mut rng, &menu, ttl, args.profile.fault_phase());
 
     let t0 = Instant::now();
@@ -493,10 +502,8 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
     let heal = t_ref();
     run.phase("heal", None);
     run.final_phase(heal).await;
-    // Let the last holds finish inside the quiet window.
-    tokio::time::sleep(ttl).await;
-    run.phase("end", None);
     run.stop_workers().await;
+    run.phase("end", None);
     run.servers.stop();
 
     let mut events = std::mem::take(&mut *shared.history.lock().unwrap_or_else(|p| p.into_inner()));
