@@ -17,6 +17,8 @@ pub enum Which {
     Postgres,
     Redlock,
     All,
+    /// Figure 4 only (not part of `all`: it needs the release `fencelockd` binary).
+    Fencelockd,
 }
 
 /// The backends that need a server: the flag, the environment variable that defaults it, and the URL schemes
@@ -38,10 +40,12 @@ pub struct Args {
     urls: [Option<String>; SERVERS.len()],
 }
 
-const USAGE: &str = "usage: fencelock-bench [--backend sqlite|memory|redis|etcd|zk|postgres|redlock|all] [--seconds N]
+const USAGE: &str =
+    "usage: fencelock-bench [--backend sqlite|memory|redis|etcd|zk|postgres|redlock|all|fencelockd] [--seconds N]
                        [--redis URL] [--etcd URL] [--zk URL] [--postgres URL] [--redlock URL]
   each server URL defaults to FENCELOCK_TEST_<BACKEND> (REDIS, ETCD, ZK, POSTGRES, REDLOCK), else to FENCELOCK_URL
-  when it has that backend's scheme; `all` skips a server backend that has no URL";
+  when it has that backend's scheme; `all` skips a server backend that has no URL;
+  `fencelockd` runs figure 4 (lock+unlock through fencelockd vs the SDK) on SQLite and Redis";
 
 impl Args {
     pub fn parse() -> BoxResult<Args> {
@@ -65,12 +69,13 @@ impl Args {
                         "sqlite" => Which::Sqlite,
                         "memory" => Which::Memory,
                         "all" => Which::All,
+                        "fencelockd" => Which::Fencelockd,
                         other => match SERVERS.iter().find(|(_, name, _, _)| *name == other) {
                             Some((w, _, _, _)) => *w,
                             None => {
                                 return Err(format!(
-                                    "--backend {other:?}: expected sqlite, memory, redis, etcd, zk, postgres, redlock \
-                                     or all"
+                                    "--backend {other:?}: expected sqlite, memory, redis, etcd, zk, postgres, redlock, \
+                                     all or fencelockd"
                                 )
                                 .into());
                             }
@@ -95,7 +100,7 @@ impl Args {
     }
 
     pub fn wants(&self, w: Which) -> bool {
-        self.which == w || self.which == Which::All
+        self.which == w || (self.which == Which::All && w != Which::Fencelockd)
     }
 
     /// The URL of a server backend, if known.

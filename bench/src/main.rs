@@ -4,6 +4,7 @@
 
 mod args;
 mod baseline;
+mod daemon;
 mod handoff;
 mod many;
 mod procfs;
@@ -72,6 +73,18 @@ fn scratch_dir() -> BoxResult<PathBuf> {
 
 async fn main_inner(args: Args) -> BoxResult<usize> {
     let mut misses = 0;
+    if args.which == Which::Fencelockd {
+        let dir = scratch_dir()?;
+        let sqlite = format!("sqlite:{}", dir.join("fencelockd.db").display());
+        let result = daemon::run("sqlite", &sqlite, args.phase).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        print(&result?, &mut misses);
+        match args.url(Which::Redis) {
+            Some(url) => print(&daemon::run("redis", url, args.phase).await?, &mut misses),
+            None => println!("=== fencelockd on redis skipped: no --redis URL and FENCELOCK_TEST_REDIS is unset ===\n"),
+        }
+        return Ok(misses);
+    }
     if args.wants(Which::Sqlite) {
         let dir = scratch_dir()?;
         let run = Run {
@@ -118,7 +131,7 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
             Which::Zk => (Baseline::Zk(ZkRaw::connect(url).await?), consensus, false),
             Which::Postgres => (Baseline::Postgres(PostgresRaw::connect(url).await?), throughput, false),
             Which::Redlock => (Baseline::Redlock(RedlockRaw::connect(url).await?), throughput, false),
-            Which::Sqlite | Which::Memory | Which::All => unreachable!("not a server backend"),
+            Which::Sqlite | Which::Memory | Which::All | Which::Fencelockd => unreachable!("not a server backend"),
         };
         let run = Run { label: name.into(), url: url.to_string(), raw, targets, many };
         bench(&run, &args, &mut misses).await?;

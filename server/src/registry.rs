@@ -291,7 +291,7 @@ impl Registry {
             let _ = held.release().await;
         } else {
             locks.insert(name.to_string(), held);
-            tracing::info!(lease = format_args!("{id:x}"), lock = %name, fence, "lock acquired");
+            tracing::debug!(lease = format_args!("{id:x}"), lock = %name, fence, "lock acquired");
         }
         Ok((lease.key(name), fence))
     }
@@ -305,7 +305,7 @@ impl Registry {
         let held = lease.locks.lock().await.remove(name).ok_or_else(not_held)?;
         let fence = held.fence();
         held.release().await.map_err(from_error)?;
-        tracing::info!(lease = format_args!("{id:x}"), lock = %name, fence, "lock released");
+        tracing::debug!(lease = format_args!("{id:x}"), lock = %name, fence, "lock released");
         Ok(fence)
     }
 
@@ -336,7 +336,7 @@ impl Registry {
                 return Err(refused);
             }
         };
-        tracing::info!(lease = native.id, lock = %name, fence = native.lease.fence(), "native lock acquired");
+        tracing::debug!(lease = native.id, lock = %name, fence = native.lease.fence(), "native lock acquired");
         tokio::spawn(self.clone().reap_native(native.clone()));
         Ok(Some(native))
     }
@@ -382,7 +382,7 @@ impl Registry {
         })?;
         native.gone.send_replace(true);
         native.lease.release().await.map_err(from_error)?;
-        tracing::info!(lease = id, lock = %native.lease.name(), "native lock released");
+        tracing::debug!(lease = id, lock = %native.lease.name(), "native lock released");
         Ok(())
     }
 
