@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use fencelock::Client;
+use fencelock::{Client, LockOptions};
 use fencelockd::proto::etcdserverpb::lease_client::LeaseClient;
 use fencelockd::proto::etcdserverpb::{
     LeaseGrantRequest, LeaseKeepAliveRequest, LeaseRevokeRequest, LeaseTimeToLiveRequest,
@@ -23,6 +23,8 @@ use crate::stats::{SLICES, Samples, timed};
 use crate::uncontended::{fencelock_timed, warm_up};
 
 const NAME: &[u8] = b"bench-fencelockd";
+/// Concurrent tasks of the throughput row, each on its own name (HTTP/2 carries them on one connection).
+const TASKS: usize = 8;
 const WARMUP: usize = 200;
 /// The lease TTL; a keep-alive every third of it covers any phase length.
 const LEASE_TTL: i64 = 30;
@@ -61,10 +63,33 @@ async fn start(url: &str) -> BoxResult<(Child, String)> {
     Ok((child, addr.to_string()))
 }
 
-async fn cycle(locks: &mut LockClient<Channel>, lease: i64) -> BoxResult<()> {
-    let key = locks.lock(LockRequest { name: NAME.to_vec(), lease }).await?.into_inner().key;
+async fn cycle(locks: &mut LockClient<Channel>, name: &[u8], lease: i64) -> BoxResult<()> {
+    let key = locks.lock(LockRequest { name: name.to_vec(), lease }).await?.into_inner().key;
     locks.unlock(UnlockRequest { key }).await?;
     Ok(())
+}
+
+/// Cycles per second of `TASKS` concurrent tasks, each on its own name, for `span`: through fencelockd if `via`
+/// is given, else through the SDK.
+async fn parallel(client: &Client, via: Option<(&LockClient<Channel>, i64)>, span: Duration) -> BoxResult<f64> {
+    let opts = &LockOptions::default();
+    let runs = (0..TASKS).map(|i| {
+        let name = format!("bench-fencelockd-{i}");
+        async move {
+            match via {
+                Some((locks, lease)) => {
+                    timed(span, || {
+                        let (mut locks, name) = (locks.clone(), name.clone());
+                        async move { cycle(&mut locks, name.as_bytes(), lease).await }
+                    })
+                    .await
+                }
+                None => timed(span, || async { Ok(client.lock(&name, opts).await?.release().await?) }).await,
+            }
+        }
+    });
+    let done = futures::future::try_join_all(runs).await?;
+    Ok(done.iter().map(Samples::len).sum::<usize>() as f64 / span.as_secs_f64())
 }
 
 pub async fn run(label: &str, url: &str, span: Duration) -> BoxResult<Table> {
@@ -90,7 +115,7 @@ pub async fn run(label: &str, url: &str, span: Duration) -> BoxResult<Table> {
 
     warm_up(&client).await?;
     for _ in 0..WARMUP {
-        cycle(&mut locks.clone(), lease).await?;
+        cycle(&mut locks.clone(), NAME, lease).await?;
     }
     let slice = span / SLICES;
     let (mut direct, mut via) = (Vec::new(), Vec::new());
@@ -99,11 +124,18 @@ pub async fn run(label: &str, url: &str, span: Duration) -> BoxResult<Table> {
         via.push(
             timed(slice, || {
                 let mut locks = locks.clone();
-                async move { cycle(&mut locks, lease).await }
+                async move { cycle(&mut locks, NAME, lease).await }
             })
             .await?,
         );
     }
+    let (mut direct_n, mut via_n) = (Vec::new(), Vec::new());
+    for _ in 0..SLICES {
+        direct_n.push(parallel(&client, None, slice).await?);
+        via_n.push(parallel(&client, Some((&locks, lease)), slice).await?);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (direct_n, via_n) = (mean(&direct_n), mean(&via_n));
     // The hop alone: a call fencelockd answers from memory (LeaseTimeToLive), two per cycle like Lock + Unlock.
     let hop = timed(slice, || {
         let mut leases = leases.clone();
@@ -131,6 +163,14 @@ pub async fn run(label: &str, url: &str, span: Duration) -> BoxResult<Table> {
         let (a, b) = (via.pct(p), direct.pct(p));
         t.row(what, dur(a), dur(b), Some(a.as_secs_f64() / b.as_secs_f64().max(1e-12)), None);
     }
+    let ratio_n = via_n / direct_n;
+    t.row(
+        &format!("cycles/s, {TASKS} tasks on {TASKS} names"),
+        rate(via_n),
+        rate(direct_n),
+        Some(ratio_n),
+        Some(Target::at_least(ratio_n, 0.6, "ratio")),
+    );
     t.row("2 in-memory gRPC calls (the hop)", dur(hop.pct(50.0)), "-".into(), None, None);
     t.note(format!(
         "fencelockd cycle: v3lock Lock + Unlock over loopback gRPC on one lease (etcd's protocol; the daemon takes the \
