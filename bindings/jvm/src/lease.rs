@@ -27,6 +27,10 @@ impl JLease {
     pub(crate) fn new(lease: Lease) -> Self {
         JLease { lease: Arc::new(lease), done: watch::Sender::new(false) }
     }
+
+    pub(crate) fn lease(&self) -> Arc<Lease> {
+        self.lease.clone()
+    }
 }
 
 impl Drop for JLease {
@@ -38,6 +42,15 @@ impl Drop for JLease {
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_dev_fencelock_Native_leaseFree<'l>(_env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
     free::<JLease>(h);
+}
+
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_leaseFence<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> jlong {
+    shim(&mut env, |_| Ok(borrow::<JLease>(h)?.lease.fence() as jlong))
 }
 
 #[unsafe(no_mangle)]

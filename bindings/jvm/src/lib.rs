@@ -2,10 +2,12 @@
 //!
 //! Every native method is a static method of `dev.fencelock.Native`. Handles are boxed Rust values passed to Java as
 //! `long`s; Java counts the calls in flight on each and frees it (close, or a `Cleaner`) only when none is.
-//! Everything that waits on a backend runs as a task on the bridge's one runtime and reports to a Java `Completion`
-//! from a runtime thread attached to the JVM as a daemon, so Java threads (virtual ones too) park in Java, where
-//! `Thread.interrupt()` reaches them, and `main` returning ends the process.
+//! Operations that wait on a backend run as tasks on the bridge's one runtime and report to a Java `Completion` from
+//! a runtime thread attached to the JVM as a daemon (so `main` returning ends the process); callers park in Java,
+//! where interrupts reach them and virtual threads unmount. `lock`/`tryLock`/`release` from a platform thread take
+//! a faster path (`blocking.rs`): the future runs on the caller's thread, checking for interrupts every 50 ms.
 
+mod blocking;
 mod callback;
 mod client;
 mod error;

@@ -83,7 +83,10 @@ public final class FencelockClient implements AutoCloseable {
 
     /** Takes {@code name}, waiting up to {@code options.timeout()} ({@code TIMEOUT} after that). */
     public Lease lock(String name, LockOptions options) {
-        return Call.awaitCancellable(acquire(name, options, false), "lock " + quote(name));
+        if (Threads.currentIsVirtual()) {
+            return Call.awaitCancellable(acquire(name, options, false), "lock " + quote(name));
+        }
+        return acquireHere(name, options, false, true);
     }
 
     /** One attempt with the default options: the lease, or empty if someone else holds {@code name}. */
@@ -93,7 +96,10 @@ public final class FencelockClient implements AutoCloseable {
 
     /** One attempt: the lease, or empty if someone else holds {@code name}. */
     public Optional<Lease> tryLock(String name, LockOptions options) {
-        return Call.awaitCancellable(tryAcquire(name, options), "tryLock " + quote(name));
+        if (Threads.currentIsVirtual()) {
+            return Call.awaitCancellable(tryAcquire(name, options), "tryLock " + quote(name));
+        }
+        return Optional.ofNullable(acquireHere(name, options, true, true));
     }
 
     /** {@link #lock(String, LockOptions)} without blocking; the owner defaults to the calling thread. */
@@ -164,6 +170,18 @@ public final class FencelockClient implements AutoCloseable {
         } finally {
             handle.close();
         }
+    }
+
+    /**
+     * Acquires on this (platform) thread: null if {@code once} found the lock busy. With {@code interruptible}, an
+     * interrupt cancels the wait and throws {@code CANCELLED} with the interrupt flag left set.
+     */
+    Lease acquireHere(String name, LockOptions options, boolean once, boolean interruptible) {
+        LockOptions o = options == null ? LockOptions.defaults() : options;
+        String owner = o.ownerForCaller();
+        long lease = call(p -> Native.lockBlocking(p, name, o.ttlMillis(), once ? -1 : o.timeoutMillis(), o.watchdog(),
+                owner, once, interruptible));
+        return lease == 0 ? null : new Lease(lease, name, Native.leaseFence(lease));
     }
 
     CompletableFuture<Lease> acquire(String name, LockOptions options, boolean once) {

@@ -30,20 +30,40 @@ final class FencelockMutex implements Lock {
 
     @Override
     public void lock() {
-        holds.get().push(Call.await(client.acquire(name, options, false)));
+        holds.get().push(Threads.currentIsVirtual() ? Call.await(client.acquire(name, options, false))
+                : client.acquireHere(name, options, false, false));
     }
 
     @Override
     public void lockInterruptibly() throws InterruptedException {
+        holds.get().push(acquireInterruptibly(options));
+    }
+
+    /** Waits for the lock; an interrupt cancels the wait (nothing is left held) and throws InterruptedException. */
+    private Lease acquireInterruptibly(LockOptions o) throws InterruptedException {
         if (Thread.interrupted()) {
             throw new InterruptedException();
         }
-        holds.get().push(Call.awaitInterruptibly(client.acquire(name, options, false)));
+        if (Threads.currentIsVirtual()) {
+            return Call.awaitInterruptibly(client.acquire(name, o, false));
+        }
+        try {
+            return client.acquireHere(name, o, false, true);
+        } catch (LockException e) {
+            if (e.kind() == ErrorKind.CANCELLED && Thread.interrupted()) {
+                InterruptedException ie = new InterruptedException("mutex " + FencelockClient.quote(name)
+                        + ": interrupted while waiting");
+                ie.initCause(e);
+                throw ie;
+            }
+            throw e;
+        }
     }
 
     @Override
     public boolean tryLock() {
-        Lease lease = Call.await(client.acquire(name, options, true));
+        Lease lease = Threads.currentIsVirtual() ? Call.await(client.acquire(name, options, true))
+                : client.acquireHere(name, options, true, false);
         if (lease == null) {
             return false;
         }
@@ -53,12 +73,9 @@ final class FencelockMutex implements Lock {
 
     @Override
     public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
-        if (Thread.interrupted()) {
-            throw new InterruptedException();
-        }
         LockOptions timed = options.withTimeout(Duration.ofNanos(Math.max(0, unit.toNanos(time))));
         try {
-            holds.get().push(Call.awaitInterruptibly(client.acquire(name, timed, false)));
+            holds.get().push(acquireInterruptibly(timed));
             return true;
         } catch (LockException e) {
             if (e.kind() == ErrorKind.TIMEOUT) {

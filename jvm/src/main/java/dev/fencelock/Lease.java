@@ -76,7 +76,19 @@ public final class Lease implements AutoCloseable {
      * released; {@code LOCK_LOST} if the lock was lost while held (the critical section was not protected).
      */
     public void release() {
-        Call.await(releaseStart());
+        claimRelease();
+        if (Threads.currentIsVirtual()) {
+            Call.await(releaseTask());
+            return;
+        }
+        try {
+            handle.call(this::releasedError, p -> {
+                Native.leaseReleaseBlocking(p);
+                return null;
+            });
+        } finally {
+            releaseDone();
+        }
     }
 
     /** {@link #release()} without blocking. */
@@ -93,9 +105,23 @@ public final class Lease implements AutoCloseable {
     }
 
     private CompletableFuture<Void> releaseStart() {
+        claimRelease();
+        return releaseTask();
+    }
+
+    private void claimRelease() {
         if (!released.compareAndSet(false, true)) {
             throw new LockException(ErrorKind.NOT_HELD, "lock " + FencelockClient.quote(name) + ": already released");
         }
+    }
+
+    /** Records whether the lease was lost, then frees the handle (the release kept its own reference). */
+    private void releaseDone() {
+        lostAtRelease = ifHeld(p -> Native.leaseIsLost(p), false);
+        handle.close();
+    }
+
+    private CompletableFuture<Void> releaseTask() {
         CompletableFuture<Void> releasing;
         try {
             releasing = handle.call(this::releasedError,
@@ -104,10 +130,7 @@ public final class Lease implements AutoCloseable {
             handle.close();
             throw e;
         }
-        return releasing.whenComplete((v, e) -> {
-            lostAtRelease = ifHeld(p -> Native.leaseIsLost(p), false);
-            handle.close(); // the task kept its own reference; the handle is no longer needed
-        });
+        return releasing.whenComplete((v, e) -> releaseDone());
     }
 
     /**

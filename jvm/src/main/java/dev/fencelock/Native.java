@@ -30,6 +30,13 @@ final class Native {
     static native long lock(long client, String name, long ttlMs, long timeoutMs, boolean watchdog, String owner,
             boolean once, Completion c);
 
+    /**
+     * {@code lock}/{@code tryLock} on the calling platform thread: the lease handle, 0 if {@code once} found it busy.
+     * With {@code interruptible}, an interrupt cancels the wait ({@code CANCELLED}, flag left set).
+     */
+    static native long lockBlocking(long client, String name, long ttlMs, long timeoutMs, boolean watchdog,
+            String owner, boolean once, boolean interruptible);
+
     /** {@code done(last token or -1, remaining ms or -1, holder or null)}. */
     static native long inspect(long client, String name, Completion c);
 
@@ -42,6 +49,8 @@ final class Native {
 
     static native void leaseFree(long lease);
 
+    static native long leaseFence(long lease);
+
     static native String leaseHolder(long lease);
 
     static native long leaseRemainingMs(long lease);
@@ -53,6 +62,8 @@ final class Native {
     static native long leaseRenew(long lease, long ttlMs, Completion c);
 
     static native long leaseRelease(long lease, Completion c);
+
+    static native void leaseReleaseBlocking(long lease);
 
     /** Calls {@code c.done} once if the lease is lost; never if it is freed first. */
     static native void leaseOnLost(long lease, Completion c);

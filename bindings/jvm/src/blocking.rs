@@ -1,0 +1,95 @@
+//! The blocking fast path for platform threads: the core future runs on the calling Java thread (`block_on`), which
+//! saves the two thread hops of the task path per call. It waits in 50 ms slices and checks
+//! `Thread.isInterrupted()` between them, so an interrupt still cancels a waiting acquire (dropping the cancel-safe
+//! core future). Virtual threads take the task path instead: blocking them in native code would pin their carrier.
+
+use std::time::Duration;
+
+use fencelock::{Client, Error, ErrorKind};
+use jni::objects::{JClass, JString};
+use jni::sys::{jboolean, jlong};
+use jni::{Env, EnvUnowned, jni_sig, jni_str};
+
+use crate::error::{Fail, shim};
+use crate::handle::{borrow, into_handle};
+use crate::lease::JLease;
+use crate::options::{lock_options, opt_string, string};
+
+/// How long a blocked call waits before it looks for an interrupt.
+const SLICE: Duration = Duration::from_millis(50);
+
+fn interrupted(env: &mut Env<'_>) -> Result<bool, Fail> {
+    let thread = env
+        .call_static_method(
+            jni_str!("java/lang/Thread"),
+            jni_str!("currentThread"),
+            jni_sig!("()Ljava/lang/Thread;"),
+            &[],
+        )?
+        .l()?;
+    Ok(env.call_method(&thread, jni_str!("isInterrupted"), jni_sig!("()Z"), &[])?.z()?)
+}
+
+/// Runs `fut` on this thread; with `interruptible`, an interrupt drops it and fails with `Cancelled`.
+fn wait<F: Future<Output = fencelock::Result<T>>, T>(
+    env: &mut Env<'_>,
+    what: &str,
+    interruptible: bool,
+    fut: F,
+) -> Result<T, Fail> {
+    if fencelock_bridge::on_runtime_thread() {
+        return Err(Error::new(ErrorKind::Internal, "a blocking fencelock call was made from a runtime thread").into());
+    }
+    let handle = fencelock_bridge::handle()?;
+    let mut fut = Box::pin(fut);
+    loop {
+        // The timer is made inside block_on: it needs the runtime context.
+        if let Ok(result) = handle.block_on(async { tokio::time::timeout(SLICE, &mut fut).await }) {
+            return Ok(result?);
+        }
+        if interruptible && interrupted(env)? {
+            // Dropped inside the runtime, so its cleanup (AbandonGuard) is spawned there.
+            handle.block_on(async move { drop(fut) });
+            return Err(Error::new(ErrorKind::Cancelled, format!("{what}: the waiting thread was interrupted")).into());
+        }
+    }
+}
+
+/// `lock`/`tryLock` on the calling thread: the lease handle, or 0 when `once` found the lock busy.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_lockBlocking<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    name: JString<'l>,
+    ttl_ms: jlong,
+    timeout_ms: jlong,
+    watchdog: jboolean,
+    owner: JString<'l>,
+    once: jboolean,
+    interruptible: jboolean,
+) -> jlong {
+    shim(&mut env, |env| {
+        let client: Client = borrow::<Client>(h)?.clone();
+        let name = string(env, &name, "the lock name")?;
+        let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?);
+        let what = format!("lock {name:?} on {}", client.url());
+        let lease = wait(env, &what, interruptible, async {
+            if once { client.try_lock(&name, &opts).await } else { client.lock(&name, &opts).await.map(Some) }
+        })?;
+        Ok(lease.map_or(0, |l| into_handle(JLease::new(l))))
+    })
+}
+
+/// Releases this hold on the calling thread (not interruptible: it is one round trip, bounded by the request timeout).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_leaseReleaseBlocking<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) {
+    shim(&mut env, |env| {
+        let lease = borrow::<JLease>(h)?.lease();
+        wait(env, "release", false, async move { lease.release().await })
+    })
+}
