@@ -33,3 +33,30 @@ pub fn status(kind: ErrorKind, message: impl Into<String>) -> Status {
 pub fn from_error(e: Error) -> Status {
     status(e.kind(), e.message())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_design_code_and_metadata() {
+        let expected = [
+            (ErrorKind::Timeout, Code::DeadlineExceeded),
+            (ErrorKind::LockLost, Code::FailedPrecondition),
+            (ErrorKind::NotHeld, Code::FailedPrecondition),
+            (ErrorKind::Fenced, Code::Aborted),
+            (ErrorKind::Unavailable, Code::Unavailable),
+            (ErrorKind::InvalidArgument, Code::InvalidArgument),
+            (ErrorKind::Unsupported, Code::Unimplemented),
+            (ErrorKind::Closed, Code::Unavailable),
+            (ErrorKind::Cancelled, Code::Cancelled),
+            (ErrorKind::Internal, Code::Internal),
+        ];
+        assert_eq!(expected.len(), ErrorKind::ALL.len());
+        for (kind, code) in expected {
+            let s = from_error(Error::new(kind, "lock \"x\": because"));
+            assert_eq!((s.code(), s.message()), (code, "lock \"x\": because"), "{kind}");
+            assert_eq!(s.metadata().get(KIND_KEY).unwrap(), kind.as_str());
+        }
+    }
+}
