@@ -45,7 +45,7 @@ const USAGE: &str =
                        [--redis URL] [--etcd URL] [--zk URL] [--postgres URL] [--redlock URL]
   each server URL defaults to FENCELOCK_TEST_<BACKEND> (REDIS, ETCD, ZK, POSTGRES, REDLOCK), else to FENCELOCK_URL
   when it has that backend's scheme; `all` skips a server backend that has no URL;
-  `fencelockd` runs figure 4 (lock+unlock through fencelockd vs the SDK) on SQLite and Redis";
+  `fencelockd` runs figure 4 (lock+unlock through fencelockd vs the SDK) on SQLite and each server with a URL";
 
 impl Args {
     pub fn parse() -> BoxResult<Args> {
