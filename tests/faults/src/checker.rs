@@ -17,7 +17,8 @@ pub struct Session {
     /// Release invoked, process killed or end of test (a notification does not end the hold for loss detection).
     pub t_let_go: u64,
     pub killed: bool,
-    /// The first sign from the SDK that the lock was lost: the lost event, or LOCK_LOST from renew/release.
+    /// The first sign from the SDK that the lock was lost: the lost event, or LOCK_LOST / NOT_HELD from renew or
+    /// release (a client whose clock was slow learns it there, before its watchdog does).
     pub t_notify: Option<u64>,
     pub t_lost_event: Option<u64>,
 }
@@ -148,7 +149,7 @@ pub fn sessions(h: &[Event]) -> Vec<Session> {
             (kind, f) => {
                 let Some(&i) = e.session.as_ref().and_then(|s| index.get(s)) else { continue };
                 let s = &mut out[i];
-                let lost_code = e.error.as_deref() == Some("LOCK_LOST");
+                let lost_code = matches!(e.error.as_deref(), Some("LOCK_LOST" | "NOT_HELD"));
                 match (kind, f) {
                     ("invoke", Some("release")) if e.t_ref < s.t_let_go => {
                         s.t_let_go = e.t_ref;
@@ -663,6 +664,20 @@ mod tests {
         assert_eq!(r.notify_latency_p50_ms, Some(499));
         // It wrote after the notification.
         assert_eq!(r.stale_attempts_after_notify, 1);
+    }
+
+    #[test]
+    fn not_held_from_a_release_tells_a_client_whose_clock_was_slow() {
+        let mut h = stale_write(false);
+        let e =
+            h.0.iter_mut()
+                .find(|e| e.session.as_deref() == Some("a9") && e.kind == "ok" && e.f.as_deref() == Some("release"));
+        let e = e.expect("a9's release");
+        e.kind = "fail".into();
+        e.error = Some("NOT_HELD".into());
+        let r = h.check(false);
+        assert!(r.losses_unnotified.is_empty(), "{}", render(&r));
+        assert_eq!(r.losses_notified, 1);
     }
 
     #[test]

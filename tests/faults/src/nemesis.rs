@@ -2,14 +2,14 @@
 //! so every backend gets the same pressure; about one fault in five is shorter than the TTL, as a control.
 
 use crate::servers::Backend;
-use rand::{Rng, rngs::StdRng};
+use rand::{Rng, rngs::StdRng, seq::SliceRandom};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Profile {
     /// Client pauses only: violations without fencing must show, or the faults do not bite.
     Canary,
-    /// Every fault that applies to the backend, 24 s of faults.
+    /// Every fault that applies to the backend (each at least once), 30 s of faults.
     Ci,
     /// The same menu for longer, on demand.
     Soak,
@@ -27,8 +27,8 @@ impl Profile {
     /// How long the fault phase lasts.
     pub fn fault_phase(self) -> Duration {
         match self {
-            Profile::Canary => Duration::from_secs(16),
-            Profile::Ci => Duration::from_secs(24),
+            Profile::Canary => Duration::from_secs(20),
+            Profile::Ci => Duration::from_secs(30),
             Profile::Soak => Duration::from_secs(120),
         }
     }
@@ -116,23 +116,29 @@ pub struct Step {
     pub pick: f64,
 }
 
-/// The seeded schedule: faults until `phase` is used up.
+/// The seeded schedule: the menu in a shuffled order, again and again, until `phase` is used up — so a run long enough
+/// for the menu gets every fault once.
 pub fn schedule(rng: &mut StdRng, menu: &[Fault], ttl: Duration, phase: Duration) -> Vec<Step> {
     let mut out = Vec::new();
     let mut used = Duration::ZERO;
+    let mut round: Vec<Fault> = Vec::new();
     while used < phase && !menu.is_empty() {
-        let fault = menu[rng.random_range(0..menu.len())];
+        if round.is_empty() {
+            round = menu.to_vec();
+            round.shuffle(rng);
+        }
+        let fault = round.pop().expect("refilled");
         let factor = match fault {
             Fault::ServerKill | Fault::ClientKill => 0.0,
-            Fault::ServerKillDelayed => rng.random_range(1.2..2.5),
+            Fault::ServerKillDelayed => rng.random_range(1.2..2.0),
             Fault::LeaderKill => rng.random_range(0.0..1.5),
             _ if rng.random_bool(0.2) => rng.random_range(0.2..0.6), // a control: shorter than the TTL
-            _ => rng.random_range(1.2..2.5),
+            _ => rng.random_range(1.2..2.0),
         };
         let step = Step {
             fault,
             duration: ttl.mul_f64(factor),
-            gap: Duration::from_millis(rng.random_range(1000..2500)),
+            gap: Duration::from_millis(rng.random_range(500..1500)),
             pick: rng.random_range(0.0..1.0),
         };
         used += step.duration + step.gap;
@@ -150,11 +156,14 @@ mod tests {
     fn the_schedule_is_a_function_of_the_seed_and_fills_the_phase() {
         let ttl = Duration::from_secs(2);
         let menu = Profile::Ci.faults(Backend::Etcd);
-        let a = schedule(&mut StdRng::seed_from_u64(7), &menu, ttl, Duration::from_secs(28));
-        let b = schedule(&mut StdRng::seed_from_u64(7), &menu, ttl, Duration::from_secs(28));
-        assert_eq!(format!("{a:?}"), format!("{b:?}"));
-        let total: Duration = a.iter().map(|s| s.duration + s.gap).sum();
-        assert!(total >= Duration::from_secs(28) && a.len() >= 4, "{a:?}");
+        for seed in 0..20 {
+            let a = schedule(&mut StdRng::seed_from_u64(seed), &menu, ttl, Profile::Ci.fault_phase());
+            let b = schedule(&mut StdRng::seed_from_u64(seed), &menu, ttl, Profile::Ci.fault_phase());
+            assert_eq!(format!("{a:?}"), format!("{b:?}"));
+            let total: Duration = a.iter().map(|s| s.duration + s.gap).sum();
+            assert!(total >= Profile::Ci.fault_phase(), "{a:?}");
+            assert!(menu.iter().all(|f| a.iter().any(|s| s.fault == *f)), "seed {seed}: not every fault: {a:?}");
+        }
         assert!(menu.contains(&Fault::LeaderKill));
         assert!(!Profile::Ci.faults(Backend::Sqlite).contains(&Fault::ServerKill));
         assert_eq!(Profile::Canary.faults(Backend::Redis), vec![Fault::ClientPause]);
