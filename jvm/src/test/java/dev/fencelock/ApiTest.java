@@ -321,6 +321,27 @@ class ApiTest {
     }
 
     @Test
+    void aDroppedLeaseIsReleasedByTheCleaner() throws Exception {
+        String name = Services.unique("cleaner");
+        try (FencelockClient client = FencelockClient.connect(Services.redis())) {
+            lockAndDrop(client, name);
+            assertTrue(client.inspect(name).held());
+            // The Cleaner frees the native lease once the Lease is unreachable; the core then releases the record.
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (client.inspect(name).held()) {
+                assertTrue(System.nanoTime() < deadline, "a dropped lease was not released");
+                System.gc();
+                Thread.sleep(20);
+            }
+            assertEquals(0, client.localEntries());
+        }
+    }
+
+    private static void lockAndDrop(FencelockClient client, String name) {
+        assertTrue(client.lock(name, SHORT.withOwner("dropped")).fence() > 0);
+    }
+
+    @Test
     void anUnreachableServerIsRetryable() {
         LockException e = assertThrows(LockException.class, () -> FencelockClient.connect("redis://127.0.0.1:1"));
         assertEquals(ErrorKind.UNAVAILABLE, e.kind());
