@@ -44,6 +44,10 @@ pub struct RunArgs {
     /// Only these faults (comma-separated names, e.g. `client-pause,server-kill`) instead of the profile's menu.
     #[arg(long, value_delimiter = ',', value_parser = Fault::parse)]
     pub faults: Vec<Fault>,
+    /// Clients connect straight to the servers, not through the fault proxies (the proxy faults then do nothing):
+    /// tells a proxy artefact from a client behaviour.
+    #[arg(long)]
+    pub direct: bool,
     /// Where history.jsonl and report.json go (default: <root>/target/faults/<backend>-<profile>-<seed>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -457,7 +461,7 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
         slots.push(Slot {
             client: format!("c{}", i + 1),
             lang,
-            url: servers.url(&addrs),
+            url: if args.direct { servers.direct_url() } else { servers.url(&addrs) },
             proxies,
             clock,
             child: None,
