@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The JVM stage of scripts/test.sh: build and install the jar (Maven calls `cargo build -p fencelock-jvm` with the
-# workspace's target dir and debug profile, a no-op after the workspace build, and packs the library into the jar),
+# The JVM stage of scripts/test.sh: build and install the jar (Maven runs `cargo build --workspace --all-targets`,
+# the build stage's own command in the same target dir and debug profile, so a no-op after it, and packs
+# libfencelock_jni.so into the jar),
 # run the JUnit suite (conformance on every backend, Java idioms, interop with Redisson and Curator), then run the
 # example project in examples/java against the installed artifact on SQLite and Redis.
 #
@@ -12,6 +13,9 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MVN=(mvn -B -ntp -q -Dstyle.color=never)
+
+# Maven quiet, without the colour resets Maven 3.8 prints even in batch mode; keeps Maven's exit status (pipefail).
+mvn_quiet() { "${MVN[@]}" "$@" 2>&1 | sed -u 's/\x1b\[[0-9;]*m//g'; }
 
 step() { printf -- '--- %s\n' "$*"; }
 
@@ -34,9 +38,13 @@ if ((${java_version%%.*} < 17)); then
 fi
 step "$(mvn -v 2>/dev/null | head -1 | sed 's/\x1b\[[0-9;]*m//g'), Java $java_version"
 
-step "mvn install (cargo build -p fencelock-jvm, jar, JUnit)"
+step "mvn install (cargo build --workspace --all-targets, jar, JUnit)"
 rc=0
-"${MVN[@]}" -f "$ROOT/jvm" install "$@" || rc=$?
+rm -rf "$ROOT/jvm/target/surefire-reports" "$ROOT/jvm/target/conformance-matrix.txt" # no stale results below
+# `-p fencelock-jvm` alone would unify dependency features differently from the workspace build and compile a
+# second variant of much of the graph; the workspace build's command is a no-op here.
+mvn_quiet -f "$ROOT/jvm" install -Dfencelock.cargo.select=--workspace -Dfencelock.cargo.targets=--all-targets "$@" ||
+    rc=$?
 # -q keeps Maven quiet; the suite's summary and the conformance matrix come from the reports.
 reports=$ROOT/jvm/target/surefire-reports
 if [[ -d $reports ]]; then
@@ -50,9 +58,9 @@ fi
 step "examples/java against the installed artifact"
 examples=(sqlite:"$ROOT/target/jvm-example.db")
 if [[ -n ${FENCELOCK_TEST_REDIS:-} ]]; then examples+=("$FENCELOCK_TEST_REDIS"); fi
-"${MVN[@]}" -f "$ROOT/examples/java" compile
+mvn_quiet -f "$ROOT/examples/java" compile
 for url in "${examples[@]}"; do
-    "${MVN[@]}" -f "$ROOT/examples/java" exec:exec -Dexample.url="$url"
+    mvn_quiet -f "$ROOT/examples/java" exec:exec -Dexample.url="$url"
 done
 rm -f "$ROOT/target/jvm-example.db"
 echo "jvm: all passed"
