@@ -114,6 +114,9 @@ struct Run {
     servers: Servers,
     ttl: Duration,
     expected_exits: HashSet<u32>,
+    /// This binary's path, taken at the start: a rebuild during the run replaces the file, and /proc/self/exe then
+    /// names a deleted one.
+    exe: PathBuf,
 }
 
 impl Run {
@@ -149,7 +152,7 @@ impl Run {
         ];
         let mut cmd = match slot.lang {
             Lang::Rust => {
-                let mut c = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
+                let mut c = Command::new(&self.exe);
                 c.arg("worker");
                 c
             }
@@ -425,6 +428,7 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
         std::fs::remove_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     }
     std::fs::create_dir_all(out.join("logs")).map_err(|e| format!("{}: {e}", out.display()))?;
+    let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
     let data = TempDir::new()?;
     let ttl = Duration::from_millis(args.ttl_ms);
     let mut rng = StdRng::seed_from_u64(args.seed);
@@ -478,6 +482,7 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
         servers,
         ttl,
         expected_exits: HashSet::new(),
+        exe,
     };
     let label = format!(
         "backend={} profile={} seed={} ttl={}ms",
