@@ -21,6 +21,7 @@ import org.redisson.config.Config;
  * fencelock from Java next to the JVM's usual locks on the same servers, in one process:
  *
  * <ol>
+ *   <li>uncontended acquire+release on Redis, fencelock alone (for the Java/Rust ratio against fencelock-bench);
  *   <li>uncontended acquire+release, one thread, after a 1 s warm-up per side, in four alternating slices per side
  *       (fencelock, peer, fencelock, peer), so load from elsewhere falls on both: on Redis against Redisson's RLock,
  *       on ZooKeeper against Curator's InterProcessMutex;
@@ -161,6 +162,20 @@ public final class Bench {
     }
 
     static void redis(String url, long sliceNanos) throws Exception {
+        // fencelock alone first, the shape of fencelock-bench's figure 1 (the Java/Rust ratio), before Redisson's
+        // threads exist in this process.
+        try (FencelockClient client = FencelockClient.connect(url)) {
+            Sample alone = new Sample();
+            run(() -> client.lock("bench-java-alone").close(), new Sample(), WARMUP_NANOS);
+            run(() -> client.lock("bench-java-alone").close(), alone, sliceNanos * 2);
+            System.out.println();
+            System.out.println("redis (" + url + "): 1a. uncontended acquire+release, 1 thread, fencelock java alone");
+            row("figure", "fencelock java", "", "");
+            row("cycles/s", fmt("%.0f/s", alone.perSecond()), "", "");
+            row("p50 cycle latency", micros(alone.percentile(0.5)), "", "");
+            row("p99 cycle latency", micros(alone.percentile(0.99)), "", "");
+            kv("java_redis_cycles", alone.perSecond());
+        }
         Config config = new Config();
         config.useSingleServer().setAddress(url);
         RedissonClient redisson = Redisson.create(config);
@@ -171,9 +186,9 @@ public final class Bench {
                 rlock.lock();
                 rlock.unlock();
             }, sliceNanos);
-            table("redis (" + url + "): 1. uncontended acquire+release, 1 thread", "fencelock java", "Redisson RLock",
-                    s[0], s[1]);
-            kv("java_redis_cycles", s[0].perSecond());
+            table("redis: 1b. uncontended acquire+release, 1 thread, alternating with Redisson", "fencelock java",
+                    "Redisson RLock", s[0], s[1]);
+            kv("java_redis_alternating_cycles", s[0].perSecond());
             kv("redisson_cycles", s[1].perSecond());
 
             List<FencelockClient> clients = new ArrayList<>();
