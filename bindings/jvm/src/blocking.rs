@@ -33,7 +33,7 @@ fn interrupted(env: &mut Env<'_>) -> Result<bool, Fail> {
 /// Runs `fut` on this thread; with `interruptible`, an interrupt drops it and fails with `Cancelled`.
 fn wait<F: Future<Output = fencelock::Result<T>>, T>(
     env: &mut Env<'_>,
-    what: &str,
+    what: impl FnOnce() -> String,
     interruptible: bool,
     fut: F,
 ) -> Result<T, Fail> {
@@ -50,7 +50,9 @@ fn wait<F: Future<Output = fencelock::Result<T>>, T>(
         if interruptible && interrupted(env)? {
             // Dropped inside the runtime, so its cleanup (AbandonGuard) is spawned there.
             handle.block_on(async move { drop(fut) });
-            return Err(Error::new(ErrorKind::Cancelled, format!("{what}: the waiting thread was interrupted")).into());
+            return Err(
+                Error::new(ErrorKind::Cancelled, format!("{}: the waiting thread was interrupted", what())).into()
+            );
         }
     }
 }
@@ -73,8 +75,8 @@ pub extern "system" fn Java_dev_fencelock_Native_lockBlocking<'l>(
         let client: Client = borrow::<Client>(h)?.clone();
         let name = string(env, &name, "the lock name")?;
         let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?);
-        let what = format!("lock {name:?} on {}", client.url());
-        let lease = wait(env, &what, interruptible, async {
+        let what = || format!("lock {name:?} on {}", client.url());
+        let lease = wait(env, what, interruptible, async {
             if once { client.try_lock(&name, &opts).await } else { client.lock(&name, &opts).await.map(Some) }
         })?;
         Ok(lease.map_or(0, |l| into_handle(JLease::new(l))))
@@ -90,6 +92,6 @@ pub extern "system" fn Java_dev_fencelock_Native_leaseReleaseBlocking<'l>(
 ) {
     shim(&mut env, |env| {
         let lease = borrow::<JLease>(h)?.lease();
-        wait(env, "release", false, async move { lease.release().await })
+        wait(env, || "release".to_string(), false, async move { lease.release().await })
     })
 }
