@@ -8,7 +8,7 @@ use jni::sys::{jboolean, jint, jlong};
 
 use crate::callback::Value;
 use crate::error::shim;
-use crate::handle::{borrow, free, into_handle};
+use crate::handle::{borrow, free, getter, into_handle};
 use crate::lease::JLease;
 use crate::options::{client_options, lock_options, opt_string, string};
 use crate::task::start;
@@ -61,23 +61,9 @@ pub extern "system" fn Java_dev_fencelock_Native_clientClose<'l>(
     })
 }
 
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_dev_fencelock_Native_clientId<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-) -> JString<'l> {
-    shim(&mut env, |env| Ok(env.new_string(borrow::<Client>(h)?.id())?))
-}
+getter!(Java_dev_fencelock_Native_clientId, Client, |c| -> String c.id());
 
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_dev_fencelock_Native_clientUrl<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-) -> JString<'l> {
-    shim(&mut env, |env| Ok(env.new_string(borrow::<Client>(h)?.url())?))
-}
+getter!(Java_dev_fencelock_Native_clientUrl, Client, |c| -> String c.url());
 
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_dev_fencelock_Native_clientCapability<'l>(
@@ -95,14 +81,7 @@ pub extern "system" fn Java_dev_fencelock_Native_clientCapability<'l>(
     })
 }
 
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_dev_fencelock_Native_clientLocalEntries<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-) -> jlong {
-    shim(&mut env, |_| Ok(borrow::<Client>(h)?.local_entries() as jlong))
-}
+getter!(Java_dev_fencelock_Native_clientLocalEntries, Client, |c| -> jlong { c.local_entries() as jlong });
 
 /// `lock` (`once` false) or `tryLock` (`once` true); `done(leaseHandle or 0 when busy, fence, …)`.
 #[unsafe(no_mangle)]

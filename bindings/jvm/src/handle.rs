@@ -25,3 +25,35 @@ pub(crate) fn free<T>(h: jlong) {
         drop(unsafe { Box::from_raw(h as *mut T) });
     }
 }
+
+/// A native method that reads one value off a live handle: `getter!(Java_…_leaseFence, JLease, |l| -> jlong { … })`,
+/// or `-> String expr` for a Java string.
+macro_rules! getter {
+    ($sym:ident, $ty:ty, |$it:ident| -> String $body:expr) => {
+        #[unsafe(no_mangle)]
+        pub extern "system" fn $sym<'l>(
+            mut env: jni::EnvUnowned<'l>,
+            _class: jni::objects::JClass<'l>,
+            h: jni::sys::jlong,
+        ) -> jni::objects::JString<'l> {
+            crate::error::shim(&mut env, |env| {
+                let $it = crate::handle::borrow::<$ty>(h)?;
+                Ok(env.new_string($body)?)
+            })
+        }
+    };
+    ($sym:ident, $ty:ty, |$it:ident| -> $ret:ty $body:block) => {
+        #[unsafe(no_mangle)]
+        pub extern "system" fn $sym<'l>(
+            mut env: jni::EnvUnowned<'l>,
+            _class: jni::objects::JClass<'l>,
+            h: jni::sys::jlong,
+        ) -> $ret {
+            crate::error::shim(&mut env, |_| {
+                let $it = crate::handle::borrow::<$ty>(h)?;
+                Ok($body)
+            })
+        }
+    };
+}
+pub(crate) use getter;

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use fencelock::Lease;
 use jni::EnvUnowned;
-use jni::objects::{JClass, JObject, JString};
+use jni::objects::{JClass, JObject};
 use jni::sys::{jboolean, jlong};
 use tokio::sync::watch;
 
 use crate::callback::{Completion, Value};
 use crate::error::shim;
-use crate::handle::{borrow, free};
+use crate::handle::{borrow, free, getter};
 use crate::task::start;
 
 /// A lease as Java holds it.
@@ -44,50 +44,15 @@ pub extern "system" fn Java_dev_fencelock_Native_leaseFree<'l>(_env: EnvUnowned<
     free::<JLease>(h);
 }
 
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_dev_fencelock_Native_leaseFence<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-) -> jlong {
-    shim(&mut env, |_| Ok(borrow::<JLease>(h)?.lease.fence() as jlong))
-}
+getter!(Java_dev_fencelock_Native_leaseFence, JLease, |l| -> jlong { l.lease.fence() as jlong });
 
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_dev_fencelock_Native_leaseHolder<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-) -> JString<'l> {
-    shim(&mut env, |env| Ok(env.new_string(borrow::<JLease>(h)?.lease.holder())?))
-}
+getter!(Java_dev_fencelock_Native_leaseHolder, JLease, |l| -> String l.lease.holder());
 
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_dev_fencelock_Native_leaseRemainingMs<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-) -> jlong {
-    shim(&mut env, |_| Ok(borrow::<JLease>(h)?.lease.remaining().as_millis() as jlong))
-}
+getter!(Java_dev_fencelock_Native_leaseRemainingMs, JLease, |l| -> jlong { l.lease.remaining().as_millis() as jlong });
 
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_dev_fencelock_Native_leaseIsValid<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-) -> jboolean {
-    shim(&mut env, |_| Ok(borrow::<JLease>(h)?.lease.is_valid()))
-}
+getter!(Java_dev_fencelock_Native_leaseIsValid, JLease, |l| -> jboolean { l.lease.is_valid() });
 
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_dev_fencelock_Native_leaseIsLost<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-) -> jboolean {
-    shim(&mut env, |_| Ok(borrow::<JLease>(h)?.lease.is_lost()))
-}
+getter!(Java_dev_fencelock_Native_leaseIsLost, JLease, |l| -> jboolean { l.lease.is_lost() });
 
 /// Extends the lease to `ttl_ms` (its current TTL if negative); `done(0, …)`.
 #[unsafe(no_mangle)]
