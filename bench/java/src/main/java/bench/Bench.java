@@ -191,41 +191,23 @@ public final class Bench {
             kv("java_redis_alternating_cycles", s[0].perSecond());
             kv("redisson_cycles", s[1].perSecond());
 
-            List<FencelockClient> clients = new ArrayList<>();
-            try {
-                for (int i = 0; i < WORKERS; i++) {
-                    clients.add(FencelockClient.connect(url));
-                }
-                Sample ours = handoff(w -> new Contender() {
-                    Lease lease;
-
+            Sample ours = fencelockHandoff(url, "bench-java-handoff", sliceNanos * 2);
+            Sample theirs = handoff(w -> {
+                Lock l = redisson.getLock("bench-java-redisson-handoff");
+                return new Contender() {
                     public void acquire() {
-                        lease = clients.get(w).lock("bench-java-handoff");
+                        l.lock();
                     }
 
                     public void release() {
-                        lease.close();
+                        l.unlock();
                     }
-                }, sliceNanos * 2);
-                Sample theirs = handoff(w -> {
-                    Lock l = redisson.getLock("bench-java-redisson-handoff");
-                    return new Contender() {
-                        public void acquire() {
-                            l.lock();
-                        }
-
-                        public void release() {
-                            l.unlock();
-                        }
-                    };
-                }, sliceNanos * 2);
-                handoffTable("redis: 2. contended hand-off, 8 threads", "fencelock java", "Redisson RLock", ours,
-                        theirs);
-                kv("java_redis_handoff_p50_us", ours.percentile(0.5) / 1e3);
-                kv("redisson_handoff_p50_us", theirs.percentile(0.5) / 1e3);
-            } finally {
-                clients.forEach(FencelockClient::close);
-            }
+                };
+            }, sliceNanos * 2);
+            handoffTable("redis: 2. contended hand-off, 8 threads", "fencelock java", "Redisson RLock", ours,
+                    theirs);
+            kv("java_redis_handoff_p50_us", ours.percentile(0.5) / 1e3);
+            kv("redisson_handoff_p50_us", theirs.percentile(0.5) / 1e3);
         } finally {
             redisson.shutdown();
         }
@@ -249,42 +231,47 @@ public final class Bench {
             kv("java_zk_cycles", s[0].perSecond());
             kv("curator_cycles", s[1].perSecond());
 
-            List<FencelockClient> clients = new ArrayList<>();
-            try {
-                for (int i = 0; i < WORKERS; i++) {
-                    clients.add(FencelockClient.connect(url));
-                }
-                Sample ours = handoff(w -> new Contender() {
-                    Lease lease;
-
-                    public void acquire() {
-                        lease = clients.get(w).lock("/bench-java-handoff");
+            Sample ours = fencelockHandoff(url, "/bench-java-handoff", sliceNanos * 2);
+            Sample theirs = handoff(w -> {
+                InterProcessMutex m = new InterProcessMutex(curator, "/bench-java-curator-handoff");
+                return new Contender() {
+                    public void acquire() throws Exception {
+                        m.acquire();
                     }
 
-                    public void release() {
-                        lease.close();
+                    public void release() throws Exception {
+                        m.release();
                     }
-                }, sliceNanos * 2);
-                Sample theirs = handoff(w -> {
-                    InterProcessMutex m = new InterProcessMutex(curator, "/bench-java-curator-handoff");
-                    return new Contender() {
-                        public void acquire() throws Exception {
-                            m.acquire();
-                        }
-
-                        public void release() throws Exception {
-                            m.release();
-                        }
-                    };
-                }, sliceNanos * 2);
-                handoffTable("zk: 2. contended hand-off, 8 threads", "fencelock java", "Curator IPMutex", ours, theirs);
-                kv("java_zk_handoff_p50_us", ours.percentile(0.5) / 1e3);
-                kv("curator_handoff_p50_us", theirs.percentile(0.5) / 1e3);
-            } finally {
-                clients.forEach(FencelockClient::close);
-            }
+                };
+            }, sliceNanos * 2);
+            handoffTable("zk: 2. contended hand-off, 8 threads", "fencelock java", "Curator IPMutex", ours, theirs);
+            kv("java_zk_handoff_p50_us", ours.percentile(0.5) / 1e3);
+            kv("curator_handoff_p50_us", theirs.percentile(0.5) / 1e3);
         } finally {
             curator.close();
+        }
+    }
+
+    /** Hand-off among {@code WORKERS} threads, each on its own fencelock client (as separate processes would be). */
+    static Sample fencelockHandoff(String url, String name, long nanos) throws Exception {
+        List<FencelockClient> clients = new ArrayList<>();
+        try {
+            for (int i = 0; i < WORKERS; i++) {
+                clients.add(FencelockClient.connect(url));
+            }
+            return handoff(w -> new Contender() {
+                Lease lease;
+
+                public void acquire() {
+                    lease = clients.get(w).lock(name);
+                }
+
+                public void release() {
+                    lease.close();
+                }
+            }, nanos);
+        } finally {
+            clients.forEach(FencelockClient::close);
         }
     }
 
