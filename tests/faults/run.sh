@@ -5,8 +5,9 @@
 #   tests/faults/run.sh                    every backend, a random seed (printed; FENCELOCK_FAULTS_SEED=N to repeat)
 #   FENCELOCK_FAULTS_BACKENDS="redis zk" tests/faults/run.sh
 #
-# Needs root (unshare -n), the debug build of the workspace, the Python venv (target/python/venv) and the Node addon
-# (node/), which the earlier stages of scripts/test.sh make. It ignores the FENCELOCK_TEST_* servers of the other
+# Needs root (unshare -n), the debug build of the workspace (locktest, fencelockd), the Python venv (target/python/venv)
+# and the Node addon (node/), which the earlier stages of scripts/test.sh make, and Go (/usr/local/go/bin/go) for the
+# worker on etcd's Go clients, built here into target/faults/goworker. It ignores the FENCELOCK_TEST_* servers of the other
 # stages: those live in the machine's namespace, which this suite never touches.
 set -euo pipefail
 
@@ -36,14 +37,25 @@ ensure_packages() {
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# The Go worker: server/tests/go's program (etcd's clientv3 + v3lockpb, from the Go module proxy) in faults-worker mode.
+build_go_worker() {
+    export PATH=$PATH:/usr/local/go/bin
+    command -v go >/dev/null || die "go not found (expected /usr/local/go/bin/go): the ci runs need the Go worker"
+    mkdir -p target/faults
+    # -buildvcs=false: a fresh clone's git metadata is not the program's concern; GOTOOLCHAIN=local: never fetch a Go.
+    (cd server/tests/go && GOTOOLCHAIN=local go build -buildvcs=false -o "$ROOT/target/faults/goworker" .) ||
+        die "building the Go worker (server/tests/go) failed"
+}
+
 main() {
     cd "$ROOT"
     ((EUID == 0)) || die "the suite needs root for its private network namespace (unshare -n)"
     ensure_packages
-    [[ -x $LOCKTEST ]] || cargo build -p fencelock-faults
+    [[ -x $LOCKTEST && -x target/debug/fencelockd ]] || cargo build -p fencelock-faults -p fencelockd
     [[ -x target/python/venv/bin/python ]] || die "no Python venv with fencelock (python/run-tests.sh makes it)"
     target/python/venv/bin/python -c 'import fencelock' || die "fencelock is not installed in target/python/venv"
     compgen -G 'node/fencelock.*.node' >/dev/null || die "the Node addon is not built (node/run-tests.sh builds it)"
+    build_go_worker
 
     log "seed $SEED (FENCELOCK_FAULTS_SEED=$SEED tests/faults/run.sh repeats the schedules)"
     local failed=() runs=() b t0

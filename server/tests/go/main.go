@@ -3,7 +3,8 @@
 //
 //	goclient -endpoint 127.0.0.1:2379 -name N -ttl 5 -mode hold -hold 1s      lock, hold, unlock
 //	goclient ... -mode hold -wait 2s                                           give up (exit 3, "TIMEOUT") after 2 s
-//	goclient ... -mode worker -iterations 100 -hold 10ms                       lock/unlock in a loop (safety-suite worker)
+//	goclient ... -mode worker -iterations 100 -hold 10ms                       lock/unlock in a loop
+//	goclient -mode faults-worker -endpoint A -referee A -client c6 -ttl-ms 2000 -seed N   tests/faults's worker protocol
 //
 // Output lines (stdout): "LOCKED key=<key> rev=<revision>", "UNLOCKED", "TIMEOUT".
 package main
@@ -18,6 +19,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3lock/v3lockpb"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -30,7 +32,20 @@ func main() {
 	hold := flag.Duration("hold", 0, "how long to hold each lock (hold mode: 0 = until killed)")
 	wait := flag.Duration("wait", 0, "give up waiting for the lock after this long (0 = forever)")
 	iterations := flag.Int("iterations", 1, "worker mode: lock/unlock cycles")
+	referee := flag.String("referee", "", "faults-worker: the safety suite's referee HOST:PORT")
+	client := flag.String("client", "", "faults-worker: the client slot (c1…)")
+	ttlMs := flag.Int64("ttl-ms", 2000, "faults-worker: the suite's TTL in ms (the lease gets it in whole seconds)")
+	seed := flag.Int64("seed", 0, "faults-worker: random seed")
+	key := flag.String("key", "register", "faults-worker: the referee's key")
 	flag.Parse()
+	if *mode == "faults-worker" {
+		if *referee == "" || *client == "" || *name == "" {
+			fail("faults-worker needs -referee, -client and -name")
+		}
+		runFaultsWorker(workerConfig{endpoint: *endpoint, referee: *referee, client: *client, name: *name, key: *key,
+			ttl: time.Duration(*ttlMs) * time.Millisecond, seed: *seed})
+		return
+	}
 	if *name == "" {
 		fail("-name is required")
 	}
@@ -89,13 +104,15 @@ func main() {
 
 // LockOnce takes lock name for lease through the v3lock service, waiting up to wait (0 = forever), and returns the
 // ownership key and the header revision, which fencelockd makes the fencing token.
-func LockOnce(ctx context.Context, locks v3lockpb.LockClient, name []byte, lease int64, wait time.Duration) ([]byte, int64, error) {
+// opts go to the call (the safety-suite worker reads fencelockd's error trailer).
+func LockOnce(ctx context.Context, locks v3lockpb.LockClient, name []byte, lease int64, wait time.Duration,
+	opts ...grpc.CallOption) ([]byte, int64, error) {
 	if wait > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
 	}
-	resp, err := locks.Lock(ctx, &v3lockpb.LockRequest{Name: name, Lease: lease})
+	resp, err := locks.Lock(ctx, &v3lockpb.LockRequest{Name: name, Lease: lease}, opts...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -103,8 +120,8 @@ func LockOnce(ctx context.Context, locks v3lockpb.LockClient, name []byte, lease
 }
 
 // Unlock releases the lock whose ownership key Lock returned.
-func Unlock(ctx context.Context, locks v3lockpb.LockClient, key []byte) error {
-	_, err := locks.Unlock(ctx, &v3lockpb.UnlockRequest{Key: key})
+func Unlock(ctx context.Context, locks v3lockpb.LockClient, key []byte, opts ...grpc.CallOption) error {
+	_, err := locks.Unlock(ctx, &v3lockpb.UnlockRequest{Key: key}, opts...)
 	return err
 }
 

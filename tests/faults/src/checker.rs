@@ -44,6 +44,8 @@ pub struct Report {
     pub duration_s: f64,
     pub clients: BTreeMap<String, String>,
     pub acquire_ok: u64,
+    /// Successful acquisitions per worker language.
+    pub acquire_ok_by_lang: BTreeMap<String, u64>,
     pub acquire_fail: u64,
     pub acquire_info: u64,
     pub release_ok: u64,
@@ -173,6 +175,12 @@ pub fn sessions(h: &[Event]) -> Vec<Session> {
     out
 }
 
+/// The violations without fencing so far: what the canary waits for while its faults run.
+pub fn unfenced_violations(h: &[Event]) -> i64 {
+    let ops: Vec<&Event> = h.iter().filter(|e| e.src == "referee").collect();
+    policy(&ops, 1).total()
+}
+
 fn policy(ops: &[&Event], p: usize) -> PolicyFigures {
     let mut f = PolicyFigures::default();
     let mut spans: HashMap<&str, (usize, usize)> = HashMap::new();
@@ -221,7 +229,10 @@ pub fn check(h: &[Event], canary: bool) -> Report {
             r.clients.entry(c.clone()).or_insert_with(|| l.clone());
         }
         match (e.kind.as_str(), e.f.as_deref().unwrap_or("")) {
-            ("ok", "acquire") => r.acquire_ok += 1,
+            ("ok", "acquire") => {
+                r.acquire_ok += 1;
+                *r.acquire_ok_by_lang.entry(e.lang.clone().unwrap_or_default()).or_default() += 1;
+            }
             ("fail", "acquire") => r.acquire_fail += 1,
             ("info", "acquire") => r.acquire_info += 1,
             ("ok", "release") => r.release_ok += 1,
@@ -422,18 +433,20 @@ fn verdict(ok: bool) -> &'static str {
 /// One Markdown row per run, for the README's Safety table.
 pub fn table(reports: &[Report]) -> String {
     let mut s = String::from(
-        "| run | acquisitions ok | faults | violations with fencing | without fencing (interleave/stale/lost) | \
+        "| run | clients | acquisitions ok (of them go) | faults | violations with fencing | without fencing (interleave/stale/lost) | \
          cas-unique | token dup/regress | losses notified | renew after other (P6) | unsafe release (P7) | \
          recovery p50/max | final phase | false alarms | result |\n",
     );
-    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for r in reports {
         let faults: u64 = r.faults.values().sum();
         let pol = |p: &PolicyFigures| format!("{}/{}/{}", p.interleave, p.stale_accepted, p.lost_updates);
         let run = r.run.replace("backend=", "").replace(" profile=", " ").replace(" seed=", " seed ");
         s += &format!(
-            "| {run} | {} | {faults} | {} | {} | {} | {}/{} | {}/{} | {} | {} | {}/{} | {}/{} in {} | {} | {} |\n",
+            "| {run} | {} | {} ({}) | {faults} | {} | {} | {} | {}/{} | {}/{} | {} | {} | {}/{} | {}/{} in {} | {} | {} |\n",
+            langs(r),
             r.acquire_ok,
+            r.acquire_ok_by_lang.get("go").map_or("-".into(), |n| n.to_string()),
             r.fenced.total(),
             pol(&r.shadow),
             pol(&r.cas),
@@ -455,19 +468,24 @@ pub fn table(reports: &[Report]) -> String {
     s
 }
 
-/// The §6 layout.
-pub fn render(r: &Report) -> String {
+/// The clients per language: `go×1, node×1, python×2, rust×2`.
+fn langs(r: &Report) -> String {
     let mut langs: BTreeMap<&str, usize> = BTreeMap::new();
     for l in r.clients.values() {
         *langs.entry(l).or_default() += 1;
     }
     let langs: Vec<String> = langs.iter().map(|(l, n)| format!("{l}×{n}")).collect();
+    langs.join(", ")
+}
+
+/// The §6 layout.
+pub fn render(r: &Report) -> String {
     let faults: Vec<String> = r.faults.iter().map(|(f, n)| format!("{f}×{n}")).collect();
     let pol = |p: &PolicyFigures| {
         format!("interleave={} stale-accepted={} lost-updates={}", p.interleave, p.stale_accepted, p.lost_updates)
     };
     let mut s = String::new();
-    s += &format!("{} duration={:.1}s clients={} ({})\n", r.run, r.duration_s, r.clients.len(), langs.join(", "));
+    s += &format!("{} duration={:.1}s clients={} ({})\n", r.run, r.duration_s, r.clients.len(), langs(r));
     s += &format!(
         "acquisitions: ok={} fail={} info={}   releases: ok={} fail={}   nested: {}\n",
         r.acquire_ok, r.acquire_fail, r.acquire_info, r.release_ok, r.release_fail, r.nested
@@ -617,6 +635,29 @@ mod tests {
         assert_eq!(r.acquire_ok, 4);
         assert_eq!(r.faults.get("client-pause"), Some(&1));
         assert!(r.final_phase_s.is_some_and(|t| (t - 3.0).abs() < 1e-6), "{:?}", r.final_phase_s);
+    }
+
+    /// The Go worker (etcd's clients through fencelockd): its own language, no nested acquires; the table counts its
+    /// acquisitions.
+    #[test]
+    fn a_go_worker_is_one_more_client_and_the_table_counts_it() {
+        let mut h = clean()
+            .w(25 * S, "invoke", "acquire", "c6", None, None)
+            .w(25 * S + 1, "ok", "acquire", "c6", Some("g1"), Some(300))
+            .w(26 * S, "invoke", "release", "c6", Some("g1"), Some(300))
+            .w(26 * S + 1, "ok", "release", "c6", Some("g1"), Some(300));
+        for e in h.0.iter_mut().filter(|e| e.client.as_deref() == Some("c6")) {
+            e.lang = Some("go".into());
+        }
+        let r = h.check(false);
+        assert_eq!(r.failures, Vec::<String>::new(), "{}", render(&r));
+        assert_eq!(r.clients.get("c6").map(String::as_str), Some("go"));
+        assert_eq!(r.acquire_ok_by_lang.get("go"), Some(&1));
+        assert!(render(&r).contains("(go×1, rust×2)"), "{}", render(&r));
+        let table = table(&[r]);
+        assert!(table.contains("| go×1, rust×2 | 5 (1) |"), "{table}");
+        assert_eq!(unfenced_violations(&h.0), 0);
+        assert_eq!(unfenced_violations(&stale_write(false).0), 3);
     }
 
     #[test]

@@ -147,6 +147,17 @@ pub fn schedule(rng: &mut StdRng, menu: &[Fault], ttl: Duration, phase: Duration
     out
 }
 
+/// The canary's extra fault once its schedule is used up without a violation: a holder paused for 1.2–2.5×TTL, always
+/// longer than the TTL (no control), so its lock expires mid-critical-section.
+pub fn canary_step(rng: &mut StdRng, ttl: Duration) -> Step {
+    Step {
+        fault: Fault::ClientPause,
+        duration: ttl.mul_f64(rng.random_range(1.2..2.5)),
+        gap: Duration::from_millis(rng.random_range(500..1500)),
+        pick: rng.random_range(0.0..1.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +178,16 @@ mod tests {
         assert!(menu.contains(&Fault::LeaderKill));
         assert!(!Profile::Ci.faults(Backend::Sqlite).contains(&Fault::ServerKill));
         assert_eq!(Profile::Canary.faults(Backend::Redis), vec![Fault::ClientPause]);
+    }
+
+    #[test]
+    fn the_canarys_extra_pauses_outlast_the_ttl() {
+        let ttl = Duration::from_secs(2);
+        let mut rng = StdRng::seed_from_u64(3);
+        for _ in 0..100 {
+            let s = canary_step(&mut rng, ttl);
+            assert_eq!(s.fault, Fault::ClientPause);
+            assert!(s.duration > ttl, "{s:?}");
+        }
     }
 }

@@ -24,6 +24,8 @@ const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const WARM_UP: Duration = Duration::from_secs(3);
 /// Bound of the final phase: every client must acquire once within it after the heal.
 const FINAL_PHASE: Duration = Duration::from_secs(30);
+/// How much longer the canary may pause holders when its schedule did not bite (60 s of faults in all).
+const CANARY_EXTRA: Duration = Duration::from_secs(40);
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
@@ -33,9 +35,16 @@ pub struct RunArgs {
     pub profile: Profile,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Number of client workers (languages rotate rust, python, node).
+    /// Number of client workers on the SDK (languages rotate rust, python, node).
     #[arg(long, default_value_t = 5)]
     pub clients: usize,
+    /// No Go worker: by default the ci and soak profiles add one more client slot, a Go program on etcd's own
+    /// clients talking to a fencelockd of its own (the canary never has one).
+    #[arg(long)]
+    pub no_go: bool,
+    /// The Go worker (tests/faults/run.sh builds it from server/tests/go).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/faults/goworker"))]
+    pub go_worker: PathBuf,
     #[arg(long, default_value_t = 2000)]
     pub ttl_ms: u64,
     /// The repository root (workers, the venv, the Node package).
@@ -58,6 +67,8 @@ enum Lang {
     Rust,
     Python,
     Node,
+    /// etcd's Go clients through the slot's own fencelockd.
+    Go,
 }
 
 impl Lang {
@@ -66,6 +77,7 @@ impl Lang {
             Lang::Rust => "rust",
             Lang::Python => "python",
             Lang::Node => "node",
+            Lang::Go => "go",
         }
     }
 }
@@ -98,6 +110,8 @@ struct Slot {
     child: Option<Child>,
     stdin: Option<ChildStdin>,
     pid: u32,
+    /// The Go slot's fencelockd: its address and process (the worker talks to it, it talks through the proxies).
+    daemon: Option<(SocketAddr, Child)>,
 }
 
 fn signal_group(pid: u32, sig: i32) {
@@ -151,6 +165,14 @@ impl Run {
             seed.to_string(),
         ];
         let mut cmd = match slot.lang {
+            Lang::Go => {
+                let addr = slot.daemon.as_ref().map(|d| d.0).ok_or("the Go slot has no fencelockd")?;
+                let mut c = Command::new(&args.go_worker);
+                c.args(["--mode", "faults-worker", "--endpoint", &addr.to_string(), "--name", "locktest"]);
+                // etcd's API has no backend URL: the worker gets the protocol's other arguments.
+                c.args(&common[2..8]).arg("--seed").arg((seed as i64).to_string());
+                c
+            }
             Lang::Rust => {
                 let mut c = Command::new(&self.exe);
                 c.arg("worker");
@@ -168,7 +190,9 @@ impl Run {
                 c
             }
         };
-        cmd.args(&common);
+        if slot.lang != Lang::Go {
+            cmd.args(&common);
+        }
         if let Some(clock) = &slot.clock {
             cmd.env("LD_PRELOAD", LIBFAKETIME).env("FAKETIME_TIMESTAMP_FILE", clock).env("FAKETIME_NO_CACHE", "1");
         }
@@ -376,6 +400,16 @@ impl Run {
     }
 
     async fn stop_workers(&mut self) {
+        self.stop_worker_processes().await;
+        for s in &mut self.slots {
+            if let Some((_, d)) = s.daemon.as_mut() {
+                let _ = d.start_kill();
+                let _ = d.wait().await;
+            }
+        }
+    }
+
+    async fn stop_worker_processes(&mut self) {
         for s in &mut self.slots {
             self.expected_exits.insert(s.pid);
             s.stdin.take(); // EOF: finish the current cycle and exit
@@ -389,6 +423,42 @@ impl Run {
                 let _ = c.wait().await;
             }
         }
+    }
+}
+
+/// Starts the Go slot's fencelockd (next to this binary in target/debug) on the slot's backend URL, in a process group
+/// of its own like a worker, and returns the address it listens on.
+async fn start_fencelockd(
+    exe: &std::path::Path,
+    url: &str,
+    log: &std::path::Path,
+) -> Result<(SocketAddr, Child), String> {
+    let bin = exe.with_file_name("fencelockd");
+    let stderr = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut cmd = Command::new(&bin);
+    cmd.args(["--listen", "127.0.0.4:0", "--backend", url]);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr).kill_on_drop(true);
+    cmd.process_group(0);
+    // SAFETY: prctl only touches the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            servers::child_setup();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", bin.display()))?;
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let listening = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(addr) = line.strip_prefix("listening on ") {
+                return addr.parse::<SocketAddr>().ok();
+            }
+        }
+        None
+    });
+    match listening.await {
+        Ok(Some(addr)) => Ok((addr, child)),
+        _ => Err(format!("fencelockd did not start (see {})", log.display())),
     }
 }
 
@@ -447,8 +517,15 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
 
     let langs = [Lang::Rust, Lang::Python, Lang::Node];
     let clocked = menu.contains(&Fault::ClockJump);
+    let go = args.profile != Profile::Canary && !args.no_go;
+    if go && !args.go_worker.is_file() {
+        return Err(format!(
+            "no Go worker at {} (tests/faults/run.sh builds it; --no-go runs without)",
+            args.go_worker.display()
+        ));
+    }
     let mut slots = Vec::new();
-    for i in 0..args.clients {
+    for i in 0..args.clients + usize::from(go) {
         let mut proxies = Vec::new();
         for m in &servers.members {
             let p =
@@ -456,22 +533,20 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
             proxies.push(p);
         }
         let addrs: Vec<SocketAddr> = proxies.iter().map(|p| p.addr).collect();
-        let lang = langs[i % langs.len()];
-        // Node cannot read the raw clock, so only Rust and Python workers get libfaketime (the first of each).
-        let clock = (clocked && i < 2).then(|| data.0.join(format!("clock-c{}", i + 1)));
+        let lang = if i == args.clients { Lang::Go } else { langs[i % langs.len()] };
+        // Node cannot read the raw clock, so only Rust and Python workers get libfaketime (the first of each); Go
+        // does not go through libc at all.
+        let clock = (clocked && i < 2 && lang != Lang::Go).then(|| data.0.join(format!("clock-c{}", i + 1)));
         if let Some(f) = &clock {
             std::fs::write(f, "+0\n").map_err(|e| e.to_string())?;
         }
-        slots.push(Slot {
-            client: format!("c{}", i + 1),
-            lang,
-            url: if args.direct { servers.direct_url() } else { servers.url(&addrs) },
-            proxies,
-            clock,
-            child: None,
-            stdin: None,
-            pid: 0,
-        });
+        let client = format!("c{}", i + 1);
+        let url = if args.direct { servers.direct_url() } else { servers.url(&addrs) };
+        let daemon = match lang {
+            Lang::Go => Some(start_fencelockd(&exe, &url, &out.join(format!("logs/{client}-fencelockd.log"))).await?),
+            _ => None,
+        };
+        slots.push(Slot { client, lang, url, proxies, clock, child: None, stdin: None, pid: 0, daemon });
     }
     let mut run = Run {
         args: args.clone(),
@@ -506,6 +581,22 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
         run.inject(step).await?;
         run.respawn_dead()?;
         tokio::time::sleep(step.gap).await;
+    }
+    if args.profile == Profile::Canary {
+        // Robust by design, not by luck: a seed whose pauses happened not to bite keeps pausing holders until the
+        // referee has recorded a violation without fencing, up to the cap; only faults that never bite fail it.
+        let cap = faults_end + CANARY_EXTRA;
+        if checker::unfenced_violations(&shared.history.lock().unwrap_or_else(|p| p.into_inner())) == 0 {
+            eprintln!("locktest: {name}: no violation without fencing yet; pausing holders until one shows");
+        }
+        while checker::unfenced_violations(&shared.history.lock().unwrap_or_else(|p| p.into_inner())) == 0
+            && Instant::now() < cap
+        {
+            let step = nemesis::canary_step(&mut rng, ttl);
+            run.inject(step).await?;
+            run.respawn_dead()?;
+            tokio::time::sleep(step.gap).await;
+        }
     }
     run.heal()?;
     let heal = t_ref();
