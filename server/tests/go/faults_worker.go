@@ -221,13 +221,16 @@ func runFaultsWorker(c workerConfig) {
 		}
 		out.emit("invoke", "release", session, h.token, "")
 		h.ending.Store(true)
-		ctx, cancel := context.WithTimeout(context.Background(), c.ttl)
+		// No client deadline on Unlock, like the SDK workers' release: a deadline cancels fencelockd's backend release
+		// mid-way, and core's Lease::release is not cancel-safe (the name's local gate in fencelockd's client stays
+		// taken, so every later Lock of that name through that fencelockd waits forever — found by this suite).
 		var trailer metadata.MD
-		if err := Unlock(ctx, locks, h.key, grpc.Trailer(&trailer)); err != nil {
+		if err := Unlock(context.Background(), locks, h.key, grpc.Trailer(&trailer)); err != nil {
 			out.emit("fail", "release", session, h.token, errorCode(err, trailer))
 		} else {
 			out.emit("ok", "release", session, h.token, "")
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.ttl)
 		cli.Revoke(ctx, h.lease) // the lease was this hold's alone
 		cancel()
 		h.cancel()
