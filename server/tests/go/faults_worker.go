@@ -221,9 +221,8 @@ func runFaultsWorker(c workerConfig) {
 		}
 		out.emit("invoke", "release", session, h.token, "")
 		h.ending.Store(true)
-		// No client deadline on Unlock, like the SDK workers' release: a deadline cancels fencelockd's backend release
-		// mid-way, and core's Lease::release is not cancel-safe (the name's local gate in fencelockd's client stays
-		// taken, so every later Lock of that name through that fencelockd waits forever — found by this suite).
+		// No client deadline on Unlock, like the SDK workers' release: a deadline that cancelled fencelockd's backend
+		// release mid-way left every later Lock of that name through that fencelockd waiting (tests/faults/README.md).
 		var trailer metadata.MD
 		if err := Unlock(context.Background(), locks, h.key, grpc.Trailer(&trailer)); err != nil {
 			out.emit("fail", "release", session, h.token, errorCode(err, trailer))
