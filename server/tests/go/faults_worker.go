@@ -31,7 +31,7 @@ import (
 
 type workerConfig struct {
 	endpoint, referee, client, name, key string
-	ttl                                  time.Duration
+	ttl, unlockTimeout                   time.Duration
 	seed                                 int64
 }
 
@@ -221,14 +221,19 @@ func runFaultsWorker(c workerConfig) {
 		}
 		out.emit("invoke", "release", session, h.token, "")
 		h.ending.Store(true)
-		// No client deadline on Unlock, like the SDK workers' release: a deadline that cancelled fencelockd's backend
-		// release mid-way left every later Lock of that name through that fencelockd waiting (tests/faults/README.md).
+		// No client deadline on Unlock by default, like the SDK workers' release: a deadline that cancels fencelockd's
+		// backend release mid-way leaves the lock held for good (tests/faults/README.md; -unlock-timeout shows it).
+		uctx, ucancel := context.Background(), context.CancelFunc(func() {})
+		if c.unlockTimeout > 0 {
+			uctx, ucancel = context.WithTimeout(uctx, c.unlockTimeout)
+		}
 		var trailer metadata.MD
-		if err := Unlock(context.Background(), locks, h.key, grpc.Trailer(&trailer)); err != nil {
+		if err := Unlock(uctx, locks, h.key, grpc.Trailer(&trailer)); err != nil {
 			out.emit("fail", "release", session, h.token, errorCode(err, trailer))
 		} else {
 			out.emit("ok", "release", session, h.token, "")
 		}
+		ucancel()
 		ctx, cancel := context.WithTimeout(context.Background(), c.ttl)
 		cli.Revoke(ctx, h.lease) // the lease was this hold's alone
 		cancel()

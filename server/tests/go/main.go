@@ -37,13 +37,15 @@ func main() {
 	ttlMs := flag.Int64("ttl-ms", 2000, "faults-worker: the suite's TTL in ms (the lease gets it in whole seconds)")
 	seed := flag.Int64("seed", 0, "faults-worker: random seed")
 	key := flag.String("key", "register", "faults-worker: the referee's key")
+	unlockTimeout := flag.Duration("unlock-timeout", envDuration("FENCELOCK_GO_UNLOCK_TIMEOUT"),
+		"faults-worker: client deadline of Unlock (0 = none; default $FENCELOCK_GO_UNLOCK_TIMEOUT)")
 	flag.Parse()
 	if *mode == "faults-worker" {
 		if *referee == "" || *client == "" || *name == "" {
 			fail("faults-worker needs -referee, -client and -name")
 		}
 		runFaultsWorker(workerConfig{endpoint: *endpoint, referee: *referee, client: *client, name: *name, key: *key,
-			ttl: time.Duration(*ttlMs) * time.Millisecond, seed: *seed})
+			ttl: time.Duration(*ttlMs) * time.Millisecond, unlockTimeout: *unlockTimeout, seed: *seed})
 		return
 	}
 	if *name == "" {
@@ -123,6 +125,19 @@ func LockOnce(ctx context.Context, locks v3lockpb.LockClient, name []byte, lease
 func Unlock(ctx context.Context, locks v3lockpb.LockClient, key []byte, opts ...grpc.CallOption) error {
 	_, err := locks.Unlock(ctx, &v3lockpb.UnlockRequest{Key: key}, opts...)
 	return err
+}
+
+// envDuration reads a duration from the environment (0 if unset); a bad value is an error naming the variable.
+func envDuration(name string) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		fail("%s=%q: %v", name, v, err)
+	}
+	return d
 }
 
 func fail(format string, args ...any) {
