@@ -204,13 +204,29 @@ impl Hold {
             st.released = true;
             st.lost.clone()
         };
-        let result = self.inner.backend.release(&self.grant).await;
+        let result = self.release_record().await;
         drop(io);
         self.end();
         match (lost, result) {
             (Some(reason), _) => Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe()))),
             (None, Err(e)) => Err(e.context(self.describe())),
             (None, Ok(())) => Ok(()),
+        }
+    }
+
+    /// The backend release, retried while the backend is unreachable and the record may still be ours: the
+    /// compare-and-delete is idempotent, and one given up on a dropped connection (the first command after a server
+    /// restart) would leave the record until its TTL and the caller without the `NotHeld` that tells of a loss.
+    async fn release_record(&self) -> Result<()> {
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match self.inner.backend.release(&self.grant).await {
+                Err(e) if e.kind() == ErrorKind::Unavailable && Instant::now() + pause < self.valid_until() => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+                result => return result,
+            }
         }
     }
 
@@ -225,7 +241,7 @@ impl Hold {
         let _io = self.io.lock().await;
         let was_released = std::mem::replace(&mut self.state().released, true);
         if !was_released {
-            let _ = self.inner.backend.release(&self.grant).await;
+            let _ = self.release_record().await;
         }
         drop(_io);
         self.end();
@@ -300,7 +316,28 @@ impl Lease {
         if self.released.swap(true, Ordering::SeqCst) {
             return Err(Error::new(ErrorKind::NotHeld, format!("{}: already released", self.hold.describe())));
         }
-        self.hold.release_one().await
+        // A caller that stops waiting (a timeout, a cancelled RPC) must not leave the release half done: the name's
+        // local gate would stay taken, and every later lock of it through this client would wait forever.
+        let mut unfinished = Unfinished(Some(self.hold.clone()));
+        let result = self.hold.release_one().await;
+        unfinished.0 = None;
+        result
+    }
+}
+
+/// Finishes a release whose future was dropped at an await point, in the background as `Drop for Lease` would.
+/// `release_one` may run again from the start: each await in it comes before the state it changes is final, and the
+/// backend release is idempotent.
+struct Unfinished(Option<Arc<Hold>>);
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(hold) = self.0.take() {
+            let task = hold.clone();
+            hold.inner.spawn_cleanup(async move {
+                let _ = task.release_one().await;
+            });
+        }
     }
 }
 

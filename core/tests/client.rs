@@ -154,6 +154,27 @@ async fn dropped_lease_is_released_in_the_background() {
 }
 
 #[tokio::test]
+async fn a_release_cut_short_still_frees_the_name() {
+    let store = support::unique("release-cut");
+    let (a, b) = (memory_client(&store).await, memory_client(&store).await);
+    let lease = a.lock("L", &LockOptions::default().owner("x")).await.unwrap();
+    // The caller stops waiting at the release's first await (a deadline, a cancelled RPC): the memory backend has
+    // deleted the record by then and yields.
+    let mut release = Box::pin(lease.release());
+    assert!(futures::poll!(&mut release).is_pending(), "the release must be cut short");
+    drop(release);
+    let next = tokio::time::timeout(Duration::from_secs(2), a.lock("L", &LockOptions::default().owner("y")))
+        .await
+        .expect("a release cut short must not keep the name's local gate taken")
+        .unwrap();
+    assert!(next.fence() > lease.fence());
+    assert_eq!(b.inspect("L").await.unwrap().holder.as_deref(), Some(next.holder()));
+    assert_eq!(lease.release().await.unwrap_err().kind(), ErrorKind::NotHeld);
+    next.release().await.unwrap();
+    assert!(eventually(Duration::from_secs(1), async || a.local_entries() == 0).await);
+}
+
+#[tokio::test]
 async fn reentrant_hold_after_loss_is_refused() {
     let store = support::unique("reenter");
     let (a, b) = (memory_client(&store).await, memory_client(&store).await);
