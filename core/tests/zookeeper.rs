@@ -4,10 +4,14 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencelock::{Client, ClientOptions, ErrorKind, LockOptions};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
@@ -305,5 +309,100 @@ async fn validity_is_capped_by_the_session_timeout() {
     assert!(lease.remaining() <= Duration::from_secs(10), "remaining {:?}", lease.remaining());
     lease.release().await.unwrap();
     client.close().await;
+    raw.assert_clean().await;
+}
+
+/// A TCP proxy to the test server that can be cut off: while cut, the bytes of open connections are dropped (neither
+/// side hears from the other, as behind a partition) and new connections are closed at once.
+struct Partition {
+    url: String,
+    cut: Arc<AtomicBool>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Partition {
+    async fn to(url: &str) -> Partition {
+        let target = url.trim_start_matches("zk://").split([',', '/']).next().unwrap().to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("zk://{}", listener.local_addr().unwrap());
+        let cut = Arc::new(AtomicBool::new(false));
+        let accept = tokio::spawn({
+            let cut = cut.clone();
+            async move {
+                while let Ok((inbound, _)) = listener.accept().await {
+                    if cut.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    let Ok(outbound) = TcpStream::connect(&target).await else { continue };
+                    let ((ri, wi), (ro, wo)) = (inbound.into_split(), outbound.into_split());
+                    tokio::spawn(Self::pipe(ri, wo, cut.clone()));
+                    tokio::spawn(Self::pipe(ro, wi, cut.clone()));
+                }
+            }
+        });
+        Partition { url, cut, accept }
+    }
+
+    async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, cut: Arc<AtomicBool>) {
+        let mut buf = vec![0; 64 * 1024];
+        while let Ok(n @ 1..) = from.read(&mut buf).await {
+            if !cut.load(Ordering::SeqCst) && to.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn set(&self, cut: bool) {
+        self.cut.store(cut, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// Seed 7 of the faults suite on ZooKeeper: a release whose delete was in flight when zookeeper-client gave up on the
+/// connection ("no response from connection in 4000ms") failed with `Internal`, and the session, reconnected, kept
+/// the node: nobody acquired until that client exited. The release must retry once the session answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_cut_off_by_a_partition_still_deletes_the_node() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("partition");
+    let partition = Partition::to(&url).await;
+    // The default request timeout: a 10 s session, and zookeeper-client gives up on a silent connection after 4 s.
+    let a = Client::connect(&partition.url).await.unwrap();
+    let b = Client::connect(&url).await.unwrap();
+    let held = a.lock(&dir, &fast().watchdog(false)).await.unwrap();
+
+    partition.set(true);
+    let release = tokio::spawn(async move { held.release().await });
+    // Longer than zookeeper-client's 4 s connection timeout, well within the 10 s session.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    partition.set(false);
+    let released = tokio::time::timeout(BOUND, release).await.expect("the release finishes").unwrap();
+    released.expect("a release cut off by a partition is retried once the session answers");
+
+    let next = b.lock(&dir, &fast().timeout(Duration::from_secs(2))).await.expect("the node is gone");
+    next.release().await.unwrap();
+    a.close().await;
+    b.close().await;
+    raw.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_cut_off_by_a_partition_is_unavailable() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let partition = Partition::to(&url).await;
+    // An 8 s request timeout: a 16 s session, and zookeeper-client gives up on a silent connection after 6.4 s.
+    let opts = ClientOptions::default().request_timeout(Duration::from_secs(8));
+    let a = Client::connect_with(&partition.url, &opts).await.unwrap();
+    partition.set(true);
+    // zookeeper-client fails the request when it gives up on the connection, before our request timeout.
+    let err = a.inspect(&raw.path("partition-inspect")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    partition.set(false);
+    a.close().await;
     raw.assert_clean().await;
 }

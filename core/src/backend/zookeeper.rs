@@ -82,9 +82,11 @@ fn decode_fence(path: &str, data: &[u8]) -> Result<(u64, Vec<u8>)> {
     Ok((u64::from_be_bytes(*token), value.to_vec()))
 }
 
-/// A lost connection, or a reply later than the request timeout: the outcome of a write is unknown.
+/// A lost connection, or a reply later than the request timeout: the outcome of a write is unknown. zookeeper-client
+/// fails the requests in flight on a connection it gives up on with the reason, a `Custom` error ("no response from
+/// connection in …ms" after a delay longer than its connection timeout, an I/O error): a lost connection as well.
 fn is_connection_loss(e: &zk::Error) -> bool {
-    matches!(e, zk::Error::ConnectionLoss | zk::Error::Timeout)
+    matches!(e, zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::Custom(_))
 }
 
 /// One ZooKeeper session per client, replaced after it expires; closing drops the last handle, which ends it.
@@ -189,6 +191,7 @@ impl Shared {
         let kind = match e {
             zk::Error::ConnectionLoss
             | zk::Error::Timeout
+            | zk::Error::Custom(_)
             | zk::Error::NoHosts
             | zk::Error::SessionExpired
             | zk::Error::SessionMoved
@@ -544,15 +547,31 @@ impl Backend for ZkBackend {
         if self.owns(grant).await? { Ok(()) } else { Err(lock_lost(grant, &self.shared.url)) }
     }
 
+    /// Retries a delete lost with the connection while the session lives: a session that reconnects keeps the node,
+    /// held by nobody, for as long as the process runs (whatever the lease's TTL, even once the lease counts as
+    /// lost), and every waiter queues behind it.
     async fn release(&self, grant: &Grant) -> Result<()> {
         let s = &self.shared;
         let Some(zk) = s.session.current() else { return Err(s.err(zk::Error::ClientClosed)) };
         let node = grant.key.as_deref().ok_or_else(|| Error::internal("zk grant without a node path"))?;
-        // The uuid in the node name is this grant's alone, so an unconditional delete cannot hit another holder.
-        match s.rpc(zk.delete(node, None)).await {
-            Ok(()) => Ok(()),
-            Err(zk::Error::NoNode | zk::Error::SessionExpired) => Err(not_held(grant, &s.url)),
-            Err(e) => Err(s.err(e)),
+        // Past the session timeout without a reply, the server has expired the session or answers again.
+        let until = Instant::now() + s.session.timeout.max(zk.session_timeout());
+        let mut pause = Duration::from_millis(50);
+        let mut unsure = false;
+        loop {
+            // The uuid in the node name is this grant's alone, so an unconditional delete cannot hit another holder.
+            match s.rpc(zk.delete(node, None)).await {
+                Ok(()) => return Ok(()),
+                // An earlier attempt of ours may have deleted it.
+                Err(zk::Error::NoNode) if unsure => return Ok(()),
+                Err(zk::Error::NoNode | zk::Error::SessionExpired) => return Err(not_held(grant, &s.url)),
+                Err(e) if is_connection_loss(&e) && !zk.state().is_terminated() && Instant::now() + pause < until => {
+                    unsure = true;
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(s.err(e)),
+            }
         }
     }
 
