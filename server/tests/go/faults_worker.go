@@ -221,12 +221,13 @@ func runFaultsWorker(c workerConfig) {
 		}
 		out.emit("invoke", "release", session, h.token, "")
 		h.ending.Store(true)
-		// No client deadline on Unlock by default, like the SDK workers' release: a deadline that cancels fencelockd's
-		// backend release mid-way leaves the lock held for good (tests/faults/README.md; -unlock-timeout shows it).
-		uctx, ucancel := context.Background(), context.CancelFunc(func() {})
-		if c.unlockTimeout > 0 {
-			uctx, ucancel = context.WithTimeout(uctx, c.unlockTimeout)
+		// Unlock gets a deadline (one TTL unless -unlock-timeout says otherwise), as a real client's RPC would: an
+		// Unlock cut short must still end in a release inside fencelockd (tests/faults/README.md).
+		timeout := c.unlockTimeout
+		if timeout <= 0 {
+			timeout = c.ttl
 		}
+		uctx, ucancel := context.WithTimeout(context.Background(), timeout)
 		var trailer metadata.MD
 		if err := Unlock(uctx, locks, h.key, grpc.Trailer(&trailer)); err != nil {
 			out.emit("fail", "release", session, h.token, errorCode(err, trailer))
