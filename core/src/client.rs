@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::runtime::Handle;
-use tokio::sync::watch;
+use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 
 use crate::backend::{AcquireRequest, Attempt, Backend, Capability, LockInfo};
@@ -13,7 +13,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Fence;
 use crate::lease::{Hold, Lease};
 use crate::options::{ClientOptions, LockOptions, validate_name};
-use crate::reentry::Table;
+use crate::reentry::{Claim, Table};
 use crate::url::{default_url, open};
 use crate::watchdog::Watchdog;
 
@@ -68,17 +68,28 @@ pub struct Client {
 /// Releases whatever an acquire dropped in flight may have created on the backend.
 struct AbandonGuard<'a> {
     inner: &'a Arc<Inner>,
-    req: Option<&'a AcquireRequest>,
+    req: &'a AcquireRequest,
+    /// The local queue place, held by the abandon until it is done: a later acquire by this client on the same name
+    /// carries the same holder on most backends, and an abandon running after it would delete its fresh record.
+    queue: Option<(OwnedMutexGuard<()>, Claim)>,
+}
+
+impl AbandonGuard<'_> {
+    /// The attempt had a definite outcome: nothing to undo.
+    fn disarm(mut self) -> (OwnedMutexGuard<()>, Claim) {
+        self.queue.take().expect("armed guard")
+    }
 }
 
 impl Drop for AbandonGuard<'_> {
     fn drop(&mut self) {
-        let Some(req) = self.req.take() else { return };
-        let (backend, req) = (self.inner.backend.clone(), req.clone());
+        let Some(queue) = self.queue.take() else { return };
+        let (backend, req) = (self.inner.backend.clone(), self.req.clone());
         self.inner.spawn_cleanup(async move {
             if let Err(e) = backend.abandon(&req).await {
                 tracing::warn!(lock = %req.name, error = %e, "could not clean up a cancelled acquire; it expires after its TTL");
             }
+            drop(queue); // the gate first, then the claim, which tidies the queue slot away
         });
     }
 }
@@ -170,14 +181,17 @@ impl Client {
             opts.owner.clone().unwrap_or_else(|| format!("call-{}", inner.next_anon.fetch_add(1, Ordering::Relaxed)));
         let req = AcquireRequest { name: name.to_string(), holder: format!("{}:{owner}", inner.id), ttl: opts.ttl };
         let mut ticket = None;
+        // The gate before the claim: a tuple drops in order, and the claim tidies the slot only once the gate is gone.
+        let mut queue = (gate, claim);
         loop {
             inner.check_open()?;
             let sent = Instant::now();
-            let mut guard = AbandonGuard { inner, req: Some(&req) };
+            let guard = AbandonGuard { inner, req: &req, queue: Some(queue) };
             let attempt = inner.backend.try_acquire(&req, &mut ticket).await.map_err(|e| e.context(what()))?;
-            guard.req = None;
+            queue = guard.disarm();
             match attempt {
                 Attempt::Acquired(grant) => {
+                    let (gate, _claim) = queue;
                     tracing::debug!(lock = %name, token = grant.token, "acquired");
                     let hold = Arc::new(Hold::new(
                         inner.clone(),
