@@ -221,13 +221,12 @@ func runFaultsWorker(c workerConfig) {
 		}
 		out.emit("invoke", "release", session, h.token, "")
 		h.ending.Store(true)
-		// Unlock gets a deadline (one TTL unless -unlock-timeout says otherwise), as a real client's RPC would: an
-		// Unlock cut short must still end in a release inside fencelockd (tests/faults/README.md).
-		timeout := c.unlockTimeout
-		if timeout <= 0 {
-			timeout = c.ttl
+		// No client deadline on Unlock by default, like the SDK workers' release: a deadline turns the LOCK_LOST or
+		// NOT_HELD that tells of a loss into a TIMEOUT while fencelockd's link is frozen (tests/faults/README.md).
+		uctx, ucancel := context.Background(), context.CancelFunc(func() {})
+		if c.unlockTimeout > 0 {
+			uctx, ucancel = context.WithTimeout(uctx, c.unlockTimeout)
 		}
-		uctx, ucancel := context.WithTimeout(context.Background(), timeout)
 		var trailer metadata.MD
 		if err := Unlock(uctx, locks, h.key, grpc.Trailer(&trailer)); err != nil {
 			out.emit("fail", "release", session, h.token, errorCode(err, trailer))

@@ -38,7 +38,7 @@ func main() {
 	seed := flag.Int64("seed", 0, "faults-worker: random seed")
 	key := flag.String("key", "register", "faults-worker: the referee's key")
 	unlockTimeout := flag.Duration("unlock-timeout", envDuration("FENCELOCK_GO_UNLOCK_TIMEOUT"),
-		"faults-worker: client deadline of Unlock (0 = the TTL; default $FENCELOCK_GO_UNLOCK_TIMEOUT)")
+		"faults-worker: client deadline of Unlock (0 = none; default $FENCELOCK_GO_UNLOCK_TIMEOUT)")
 	flag.Parse()
 	if *mode == "faults-worker" {
 		if *referee == "" || *client == "" || *name == "" {
