@@ -187,7 +187,17 @@ impl Client {
             inner.check_open()?;
             let sent = Instant::now();
             let guard = AbandonGuard { inner, req: &req, queue: Some(queue) };
-            let attempt = inner.backend.try_acquire(&req, &mut ticket).await.map_err(|e| e.context(what()))?;
+            let attempt = match inner.backend.try_acquire(&req, &mut ticket).await {
+                Ok(attempt) => attempt,
+                // Refused before it reached the backend: nothing to undo, and the queue place goes at once.
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Unsupported | ErrorKind::Closed) =>
+                {
+                    drop(guard.disarm());
+                    return Err(e.context(what()));
+                }
+                Err(e) => return Err(e.context(what())), // the outcome is unknown: the guard's abandon undoes it
+            };
             queue = guard.disarm();
             match attempt {
                 Attempt::Acquired(grant) => {
