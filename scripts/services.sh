@@ -103,7 +103,6 @@ wants() { [[ " ${SELECTED[*]} " == *" $1 "* ]]; }
 
 ensure_packages() {
     local missing=()
-    command -v protoc >/dev/null || missing+=(protobuf-compiler) # etcd-client's build script needs it
     command -v ss >/dev/null || missing+=(iproute2)
     if wants redis || wants redlock || wants redis-cluster; then
         command -v redis-server >/dev/null || missing+=(redis-server)

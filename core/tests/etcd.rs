@@ -8,8 +8,8 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{GetOptions, WatchOptions};
 use fencelock::{Client, ClientOptions, ErrorKind, LockOptions};
+use support::etcd_raw::Raw;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, timeout};
@@ -21,7 +21,7 @@ const BOUND: Duration = Duration::from_secs(10);
 struct Etcd {
     url: String,
     endpoint: String,
-    raw: etcd_client::Client,
+    raw: Raw,
     prefix: String,
 }
 
@@ -30,7 +30,7 @@ impl Etcd {
     async fn open() -> Option<Etcd> {
         let url = support::service_url("FENCELOCK_TEST_ETCD")?;
         let endpoint = url.trim_start_matches("etcd://").split(',').next().unwrap().to_string();
-        let raw = etcd_client::Client::connect([endpoint.as_str()], None).await.unwrap();
+        let raw = Raw::new(&[endpoint.as_str()], BOUND);
         Some(Etcd { url, endpoint, raw, prefix: support::unique("fencelock-etcd-test") })
     }
 
@@ -40,25 +40,19 @@ impl Etcd {
 
     /// The keys under `<name>/`, in queue order.
     async fn queue(&self, name: &str) -> Vec<String> {
-        let opts =
-            GetOptions::new().with_prefix().with_sort(etcd_client::SortTarget::Create, etcd_client::SortOrder::Ascend);
-        let resp = self.raw.kv_client().get(format!("{name}/"), Some(opts)).await.unwrap();
-        resp.kvs().iter().map(|kv| kv.key_str().unwrap().to_string()).collect()
+        let keys = self.raw.keys(&format!("{name}/")).await.unwrap();
+        keys.into_iter().map(|kv| String::from_utf8(kv.key).unwrap()).collect()
     }
 
     /// Waits, by watching etcd, until exactly `n` keys lie under `prefix`.
     async fn until_count(&self, prefix: &str, n: i64) {
         let waiting = async {
             loop {
-                let opts = GetOptions::new().with_prefix().with_count_only();
-                let resp = self.raw.kv_client().get(prefix, Some(opts)).await.unwrap();
-                if resp.count() == n {
+                let (count, rev) = self.raw.count(prefix).await.unwrap();
+                if count == n {
                     return;
                 }
-                let rev = resp.header().unwrap().revision();
-                let watch = WatchOptions::new().with_prefix().with_start_revision(rev + 1);
-                let mut stream = self.raw.watch_client().watch(prefix, Some(watch)).await.unwrap();
-                while stream.message().await.unwrap().is_some_and(|m| m.events().is_empty()) {}
+                self.raw.next_change(prefix, rev).await.unwrap();
             }
         };
         timeout(BOUND, waiting).await.unwrap_or_else(|_| panic!("{prefix}: never {n} keys"));
@@ -219,7 +213,7 @@ async fn fence_tokens_rise_and_stale_writes_are_rejected() {
     assert_eq!(err.kind(), ErrorKind::Fenced);
     assert_eq!(fence.read().await.unwrap(), (second.fence(), b"new".to_vec()));
     second.release().await.unwrap();
-    etcd.raw.kv_client().delete(format!("fencelock/fence/{}", etcd.name("resource")), None).await.unwrap();
+    etcd.raw.delete(&format!("fencelock/fence/{}", etcd.name("resource"))).await.unwrap();
     etcd.assert_clean().await;
 }
 
@@ -265,6 +259,6 @@ async fn a_dead_first_endpoint_fails_over_to_the_next() {
     lease.release().await.unwrap();
     assert!(started.elapsed() < BOUND, "took {:?}", started.elapsed());
     client.close().await;
-    etcd.raw.kv_client().delete(format!("fencelock/fence/{name}-resource"), None).await.unwrap();
+    etcd.raw.delete(&format!("fencelock/fence/{name}-resource")).await.unwrap();
     etcd.assert_clean().await;
 }

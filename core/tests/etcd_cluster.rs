@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{ConnectOptions, GetOptions, SortOrder, SortTarget};
+use support::etcd_raw::Raw;
 use fencelock::{Client, ErrorKind, LockOptions};
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
@@ -51,22 +51,14 @@ impl Cluster {
     }
 
     /// A raw client of the whole cluster, for reading keys behind fencelock's back.
-    async fn raw(&self) -> etcd_client::Client {
-        let opts =
-            ConnectOptions::new().with_connect_timeout(Duration::from_secs(2)).with_timeout(Duration::from_secs(2));
-        etcd_client::Client::connect(&self.endpoints, Some(opts)).await.expect("raw etcd client")
+    fn raw(&self) -> Raw {
+        Raw::new(&self.endpoints, Duration::from_secs(2))
     }
 
     /// Member `i`'s own id and the leader it follows, or `None` if it does not answer.
     async fn status(&self, i: usize) -> Option<(u64, u64)> {
-        let opts =
-            ConnectOptions::new().with_connect_timeout(Duration::from_secs(1)).with_timeout(Duration::from_secs(1));
-        let asking = async {
-            let mut one = etcd_client::Client::connect([self.endpoints[i].as_str()], Some(opts)).await.ok()?;
-            let status = one.status().await.ok()?;
-            Some((status.header()?.member_id(), status.leader()))
-        };
-        timeout(Duration::from_secs(2), asking).await.ok().flatten()
+        let one = Raw::new(&self.endpoints[i..=i], Duration::from_secs(1));
+        timeout(Duration::from_secs(2), one.status()).await.ok()?.ok()
     }
 
     /// Polls until every member of `among` answers and all follow the same leader, one of them; returns its index.
@@ -108,15 +100,12 @@ async fn a_held_lock_survives_the_leader_being_killed() {
     let members = [0, 1, 2];
     cluster.members.revive_dead().await;
     cluster.leader(&members).await;
-    let raw = cluster.raw().await;
+    let raw = cluster.raw();
     let name = support::unique("fencelock-etcd-cluster-test");
     let keys = format!("{name}/");
-    let count = |raw: etcd_client::Client| {
+    let count = |raw: Raw| {
         let keys = keys.clone();
-        async move {
-            let opts = GetOptions::new().with_prefix().with_count_only();
-            raw.kv_client().get(keys, Some(opts)).await.map(|r| r.count()).ok()
-        }
+        async move { raw.count(&keys).await.map(|(n, _)| n).ok() }
     };
 
     // Every client prefers the first endpoint listed: the leader, about to be killed.
@@ -149,17 +138,16 @@ async fn a_held_lock_survives_the_leader_being_killed() {
     assert!(lease.is_valid());
     assert!(waiters.iter().all(|w| !w.is_finished()), "a waiter finished while the lock was held");
     lease.renew(None).await.expect("the lease renews on the new leader");
-    let first = GetOptions::new().with_prefix().with_limit(1).with_sort(SortTarget::Create, SortOrder::Ascend);
     let deadline = Instant::now() + BOUND;
     let owner = loop {
         // The raw client may still try the dead member first.
-        match raw.kv_client().get(keys.as_str(), Some(first.clone())).await {
+        match raw.keys(&keys).await {
             Ok(found) => break found,
             Err(e) => assert!(Instant::now() < deadline, "the cluster never answered: {e}"),
         }
         sleep(POLL).await;
     };
-    assert_eq!(owner.kvs()[0].create_revision() as u64, lease.fence(), "the holder's key still comes first");
+    assert_eq!(owner[0].create_revision as u64, lease.fence(), "the holder's key still comes first");
     let fence = holder.fence(&format!("{name}-resource"));
     fence.write(lease.fence(), b"after failover").await.unwrap();
 
@@ -179,7 +167,7 @@ async fn a_held_lock_survives_the_leader_being_killed() {
     cluster.leader(&members).await;
     holder.close().await;
     let deadline = Instant::now() + BOUND;
-    while let Err(e) = raw.kv_client().delete(format!("fencelock/fence/{name}-resource"), None).await {
+    while let Err(e) = raw.delete(&format!("fencelock/fence/{name}-resource")).await {
         assert!(Instant::now() < deadline, "the cluster never answered: {e}");
         sleep(POLL).await;
     }

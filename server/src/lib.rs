@@ -10,7 +10,8 @@
 
 pub mod etcd;
 pub mod native;
-pub mod proto;
+/// The generated gRPC code, shared with the etcd backend (crate `fencelock-proto`).
+pub use fencelock_proto as proto;
 pub mod registry;
 pub mod serve;
 pub mod status;

@@ -34,10 +34,15 @@ pub async fn serve(
         health.set_service_status(name, ServingStatus::Serving).await;
     }
     // Both reflection versions: grpcurl and older tools still ask v1alpha.
+    // The descriptors also hold the etcd calls fencelockd does not serve (KV, Watch, Auth): list only its own.
     let reflection = || {
-        tonic_reflection::server::Builder::configure()
+        let builder = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(DESCRIPTORS)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .with_service_name("grpc.health.v1.Health")
+            .with_service_name("grpc.reflection.v1.ServerReflection")
+            .with_service_name("grpc.reflection.v1alpha.ServerReflection");
+        SERVICES.into_iter().fold(builder, |b, name| b.with_service_name(name))
     };
     let (reflection_v1, reflection_v1alpha) = (reflection().build_v1()?, reflection().build_v1alpha()?);
 

@@ -47,6 +47,10 @@ async fn reflection_lists_the_services() {
     for service in ["etcdserverpb.Lease", "v3lockpb.Lock", "fencelock.v1.Locks", "grpc.health.v1.Health"] {
         assert!(names.contains(&service), "{service} in {names:?}");
     }
+    // The shared descriptors also describe etcd's KV, Watch, Auth and Maintenance, which fencelockd does not serve.
+    for unserved in ["etcdserverpb.KV", "etcdserverpb.Watch", "etcdserverpb.Auth", "etcdserverpb.Maintenance"] {
+        assert!(!names.contains(&unserved), "{unserved} listed in {names:?}");
+    }
 }
 
 #[tokio::test]

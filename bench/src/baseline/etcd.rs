@@ -1,10 +1,19 @@
-//! Raw etcd: the two requests of an uncontended `concurrency.Mutex` cycle with etcd-client and nothing around them —
+//! Raw etcd: the two requests of an uncontended `concurrency.Mutex` cycle on the raw gRPC stubs and nothing around them —
 //! one Txn that creates the key if its CreateRevision is 0, on a lease granted once before the loop, and one Delete.
 
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, KvClient, PutOptions, Txn, TxnOp};
+use fencelock_proto::etcdserverpb::auth_client::AuthClient;
+use fencelock_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use fencelock_proto::etcdserverpb::kv_client::KvClient;
+use fencelock_proto::etcdserverpb::lease_client::LeaseClient;
+use fencelock_proto::etcdserverpb::{
+    AuthenticateRequest, Compare, DeleteRangeRequest, LeaseGrantRequest, LeaseRevokeRequest, PutRequest, RequestOp,
+    TxnRequest, request_op,
+};
 use tokio::time::Instant;
+use tonic::metadata::AsciiMetadataValue;
+use tonic::transport::{Channel, Endpoint};
 
 use crate::BoxResult;
 use crate::stats::{Samples, timed};
@@ -13,24 +22,20 @@ const KEY: &str = "bench-raw-uncontended";
 const RTT_KEY: &str = "bench-raw-rtt";
 const LEASE_TTL_S: i64 = 30;
 
+#[derive(Debug)]
 pub struct EtcdRaw {
-    client: Client,
-    kv: KvClient,
-}
-
-impl std::fmt::Debug for EtcdRaw {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("EtcdRaw")
-    }
+    channel: Channel,
+    /// The auth token, with credentials in the URL.
+    token: Option<AsciiMetadataValue>,
 }
 
 /// `etcd://[user:password@]h1[:port],h2…` → endpoints and credentials, as fencelock reads it.
-fn endpoints(url: &str) -> BoxResult<(Vec<String>, Option<ConnectOptions>)> {
+fn endpoints(url: &str) -> BoxResult<(Vec<String>, Option<(String, String)>)> {
     let rest = url.split_once("://").map(|(_, r)| r).ok_or_else(|| format!("{url:?}: expected etcd://host:port"))?;
     let rest = rest.trim_end_matches('/');
     let (auth, hosts) = rest.rsplit_once('@').map_or((None, rest), |(a, h)| (Some(a), h));
-    let options = match auth.map(|a| a.split_once(':')) {
-        Some(Some((user, password))) => Some(ConnectOptions::new().with_user(user, password)),
+    let user = match auth.map(|a| a.split_once(':')) {
+        Some(Some((user, password))) => Some((user.to_string(), password.to_string())),
         Some(None) => return Err(format!("{url:?}: credentials need user:password").into()),
         None => None,
     };
@@ -45,34 +50,72 @@ fn endpoints(url: &str) -> BoxResult<(Vec<String>, Option<ConnectOptions>)> {
         })
         .map(|h| format!("http://{h}"))
         .collect();
-    Ok((endpoints, options))
+    Ok((endpoints, user))
 }
 
 impl EtcdRaw {
     pub async fn connect(url: &str) -> BoxResult<EtcdRaw> {
-        let (endpoints, options) = endpoints(url)?;
-        let client = Client::connect(&endpoints, options).await?;
-        let kv = client.kv_client();
-        Ok(EtcdRaw { client, kv })
+        let (endpoints, user) = endpoints(url)?;
+        let endpoints = endpoints.into_iter().map(Endpoint::from_shared).collect::<Result<Vec<_>, _>>()?;
+        let channel = Channel::balance_list(endpoints.into_iter());
+        let token = match user {
+            Some((name, password)) => {
+                let reply = AuthClient::new(channel.clone()).authenticate(AuthenticateRequest { name, password }).await?;
+                Some(AsciiMetadataValue::try_from(reply.into_inner().token)?)
+            }
+            None => None,
+        };
+        Ok(EtcdRaw { channel, token })
+    }
+
+    /// `msg` as a request carrying the auth token.
+    fn req<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(msg);
+        if let Some(token) = &self.token {
+            request.metadata_mut().insert("token", token.clone());
+        }
+        request
+    }
+
+    fn kv(&self) -> KvClient<Channel> {
+        KvClient::new(self.channel.clone())
+    }
+
+    fn lease(&self) -> LeaseClient<Channel> {
+        LeaseClient::new(self.channel.clone())
+    }
+
+    async fn delete(&self, key: &str) -> BoxResult<i64> {
+        let request = DeleteRangeRequest { key: key.into(), ..Default::default() };
+        Ok(self.kv().delete_range(self.req(request)).await?.into_inner().deleted)
     }
 
     pub async fn cycles(&self, span: Duration) -> BoxResult<Samples> {
-        let lease = self.client.lease_client().grant(LEASE_TTL_S, None).await?.id();
+        let lease = self.lease().lease_grant(self.req(LeaseGrantRequest { ttl: LEASE_TTL_S, id: 0 })).await?;
+        let lease = lease.into_inner().id;
+        let absent = Compare {
+            result: CompareResult::Equal as i32,
+            target: CompareTarget::Create as i32,
+            key: KEY.into(),
+            target_union: Some(TargetUnion::CreateRevision(0)),
+            range_end: Vec::new(),
+        };
+        let put = PutRequest { key: KEY.into(), lease, ..Default::default() };
+        let txn = TxnRequest {
+            compare: vec![absent],
+            success: vec![RequestOp { request: Some(request_op::Request::RequestPut(put)) }],
+            failure: Vec::new(),
+        };
         let result = timed(span, || async {
-            let txn = Txn::new().when([Compare::create_revision(KEY, CompareOp::Equal, 0)]).and_then([TxnOp::put(
-                KEY,
-                "",
-                Some(PutOptions::new().with_lease(lease)),
-            )]);
-            let took = self.kv.clone().txn(txn).await?.succeeded();
-            let freed = self.kv.clone().delete(KEY, None).await?.deleted();
+            let took = self.kv().txn(self.req(txn.clone())).await?.into_inner().succeeded;
+            let freed = self.delete(KEY).await?;
             if !took || freed != 1 {
                 return Err(format!("raw etcd cycle on {KEY}: created={took} deleted={freed}; is it in use?").into());
             }
             Ok(())
         })
         .await;
-        let _ = self.client.lease_client().revoke(lease).await;
+        let _ = self.lease().lease_revoke(self.req(LeaseRevokeRequest { id: lease })).await;
         result
     }
 
@@ -82,10 +125,10 @@ impl EtcdRaw {
         let mut lat = Vec::with_capacity(n);
         for _ in 0..n {
             let t = Instant::now();
-            self.kv.clone().put(RTT_KEY, "", None).await?;
+            self.kv().put(self.req(PutRequest { key: RTT_KEY.into(), ..Default::default() })).await?;
             lat.push(t.elapsed());
         }
-        self.kv.clone().delete(RTT_KEY, None).await?;
+        self.delete(RTT_KEY).await?;
         Ok(Samples::from_vec(lat, start.elapsed()))
     }
 }

@@ -16,6 +16,7 @@
 //! An uncontended acquire + release is two round trips (the Txn, the delete), plus one lease grant per client and TTL.
 
 mod keys;
+mod ops;
 mod rpc;
 mod session;
 
@@ -23,15 +24,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{
-    Compare, CompareOp, ConnectOptions, Error as EtcdError, EventType, GetOptions, KeyValue, PutOptions, SortOrder,
-    SortTarget, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchOptions,
-};
+use fencelock_proto::mvccpb::event::EventType;
+use tonic::Code;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use self::keys::{Keys, Queued, delete_own};
-use self::rpc::Rpc;
+use self::rpc::{EtcdError, Rpc, Settings, describe};
 use self::session::{Refresh, Session, Sessions};
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
 use crate::error::{Error, Result};
@@ -95,34 +94,8 @@ fn lease_in(key: &str) -> Option<i64> {
     i64::from_str_radix(key.rsplit_once('/')?.1, 16).ok()
 }
 
-/// The first-created key under a prefix: the lock's owner.
-fn first_created() -> GetOptions {
-    GetOptions::new().with_prefix().with_sort(SortTarget::Create, SortOrder::Ascend).with_limit(1)
-}
-
-/// The key created last before `rev` under a prefix: a waiter's predecessor.
-fn created_before(rev: i64) -> GetOptions {
-    GetOptions::new()
-        .with_prefix()
-        .with_sort(SortTarget::Create, SortOrder::Descend)
-        .with_max_create_revision(rev - 1)
-        .with_limit(1)
-}
-
-/// The keys the `index`-th operation of a Txn read.
-fn range(resp: &TxnResponse, index: usize) -> Vec<KeyValue> {
-    match resp.op_responses().into_iter().nth(index) {
-        Some(TxnOpResponse::Get(mut g)) => g.take_kvs(),
-        _ => Vec::new(),
-    }
-}
-
-fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> i64 {
-    header.map_or(0, |h| h.revision())
-}
-
 fn is_lease_not_found(e: &EtcdError) -> bool {
-    matches!(e, EtcdError::GRpcStatus(s) if s.message().contains("lease not found"))
+    e.message().contains("lease not found")
 }
 
 /// The etcd backend.
@@ -140,24 +113,19 @@ impl EtcdBackend {
     async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
         let target = parse_url(url)?;
         let shown = redact(url);
-        let mut options = ConnectOptions::new()
-            .with_connect_timeout(opts.connect_timeout)
-            .with_timeout(opts.request_timeout)
-            .with_keep_alive(opts.request_timeout, opts.request_timeout);
-        if let Some((user, password)) = target.user {
-            options = options.with_user(user, password);
-        }
         let unavailable = |what: String| Error::unavailable(format!("{shown}: {what}"));
-        let rpc = Arc::new(Rpc::new(target.endpoints, options, opts.request_timeout));
-        // Channels connect lazily: one read proves an endpoint answers (the first listed that does).
-        let probe = |c: etcd_client::Client| async move {
-            c.kv_client().get("fencelock/", Some(GetOptions::new().with_count_only())).await
+        let settings = Settings {
+            connect_timeout: opts.connect_timeout,
+            request_timeout: opts.request_timeout,
+            user: target.user,
         };
-        let connecting = rpc.call_on(opts.connect_timeout, probe);
+        let rpc = Arc::new(Rpc::new(target.endpoints, settings).map_err(|e| Error::invalid(format!("{shown}: {e}")))?);
+        // Channels connect lazily: one read proves an endpoint answers (the first listed that does).
+        let connecting = rpc.range_within(opts.connect_timeout, ops::count("fencelock/"));
         tokio::time::timeout(opts.connect_timeout, connecting)
             .await
             .map_err(|_| unavailable(format!("no answer within {:?}", opts.connect_timeout)))?
-            .map_err(|e| unavailable(format!("cannot connect: {e}")))?;
+            .map_err(|e| unavailable(format!("cannot connect: {}", describe(&e))))?;
         Ok(EtcdBackend {
             sessions: Sessions::new(rpc.clone()),
             rpc,
@@ -169,35 +137,27 @@ impl EtcdBackend {
     }
 
     fn err(&self, e: EtcdError) -> Error {
-        use etcd_client::Error as E;
-        match &e {
-            E::GRpcStatus(s) if [GRPC_INVALID_ARGUMENT, GRPC_PERMISSION_DENIED].contains(&(s.code() as i32)) => {
-                Error::internal(format!("{}: {e}", self.url))
-            }
-            E::GRpcStatus(_) | E::TransportError(_) | E::IoError(_) | E::LeaseKeepAliveError(_) | E::WatchError(_) => {
-                Error::unavailable(format!("{}: {e}", self.url))
-            }
-            _ => Error::internal(format!("{}: unexpected reply: {e}", self.url)),
+        match e.code() {
+            Code::InvalidArgument | Code::PermissionDenied => Error::internal(format!("{}: {}", self.url, describe(&e))),
+            _ => Error::unavailable(format!("{}: {}", self.url, describe(&e))),
         }
     }
 
     /// Creates our key if absent and reads the owner, in one Txn. Returns our key's and the owner's create revision.
     async fn enqueue(&self, name: &str, key: &str, lease: i64) -> Result<(i64, i64), EtcdError> {
         let prefix = prefix_of(name);
-        let txn = Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([
-                TxnOp::put(key, "", Some(PutOptions::new().with_lease(lease))),
-                TxnOp::get(prefix.as_str(), Some(first_created())),
-            ])
-            .or_else([TxnOp::get(key, None), TxnOp::get(prefix.as_str(), Some(first_created()))]);
-        let resp = self.rpc.txn(txn).await?;
-        let mine = if resp.succeeded() {
-            header_revision(resp.header())
+        let txn = ops::txn(
+            vec![ops::created_at(key, 0)],
+            vec![ops::put(key, Vec::new(), lease), ops::read(ops::first_created(&prefix))],
+            vec![ops::read(ops::get(key)), ops::read(ops::first_created(&prefix))],
+        );
+        let mut resp = self.rpc.txn(txn).await?;
+        let mine = if resp.succeeded {
+            ops::revision(resp.header.as_ref())
         } else {
-            range(&resp, 0).first().map_or(0, KeyValue::create_revision)
+            ops::kvs(&mut resp, 0).first().map_or(0, |kv| kv.create_revision)
         };
-        let owner = range(&resp, 1).first().map_or(0, KeyValue::create_revision);
+        let owner = ops::kvs(&mut resp, 1).first().map_or(0, |kv| kv.create_revision);
         Ok((mine, owner))
     }
 
@@ -205,11 +165,9 @@ impl EtcdBackend {
     /// linearizable read, not a raft write like `enqueue`). `None` if our key is gone and must be queued again.
     async fn recheck(&self, name: &str, key: &str, rev: i64) -> Result<Option<i64>, EtcdError> {
         let prefix = prefix_of(name);
-        let txn = Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, rev)])
-            .and_then([TxnOp::get(prefix.as_str(), Some(first_created()))]);
-        let resp = self.rpc.txn(txn).await?;
-        Ok(resp.succeeded().then(|| range(&resp, 0).first().map_or(0, KeyValue::create_revision)))
+        let txn = ops::txn(vec![ops::created_at(key, rev)], vec![ops::read(ops::first_created(&prefix))], Vec::new());
+        let mut resp = self.rpc.txn(txn).await?;
+        Ok(resp.succeeded.then(|| ops::kvs(&mut resp, 0).first().map_or(0, |kv| kv.create_revision)))
     }
 
     /// The lease session a grant's key rides on, if this client still keeps it alive.
@@ -221,16 +179,13 @@ impl EtcdBackend {
 
     /// Waits until `key` is deleted at a revision after `after`, or its watch ends.
     async fn watch_delete(&self, key: &[u8], after: i64) -> Result<()> {
-        let opts = WatchOptions::new().with_start_revision(after + 1);
-        let opening = |c: etcd_client::Client| {
-            let opts = opts.clone();
-            async move { c.watch_client().watch(key, Some(opts)).await }
+        let (endpoint, mut stream) = self.rpc.watch(key, after + 1).await.map_err(|e| self.err(e))?;
+        let deleted = |r: &fencelock_proto::etcdserverpb::WatchResponse| {
+            r.events.iter().any(|e| e.r#type == EventType::Delete as i32)
         };
-        let (endpoint, mut stream) = self.rpc.open(opening).await.map_err(|e| self.err(e))?;
         loop {
             match stream.message().await {
-                Ok(Some(resp)) if resp.canceled() => return Ok(()),
-                Ok(Some(resp)) if resp.events().iter().any(|e| e.event_type() == EventType::Delete) => return Ok(()),
+                Ok(Some(resp)) if resp.canceled || deleted(&resp) => return Ok(()),
                 Ok(Some(_)) => {}
                 // A broken watch: the caller's next Txn (on the next endpoint) finds out where things stand.
                 Ok(None) | Err(_) => {
@@ -245,32 +200,29 @@ impl EtcdBackend {
         let mut stored = token.to_be_bytes().to_vec();
         stored.extend_from_slice(value);
         let resource = &key[FENCE_PREFIX.len()..];
-        let mut current = self.rpc.get(key, None).await.map_err(|e| self.err(e))?.take_kvs();
+        let mut current = self.rpc.range(ops::get(key)).await.map_err(|e| self.err(e))?.kvs;
         // Compare-and-swap on ModRevision; a lost race re-reads in the same Txn and tries again.
         loop {
-            let seen = current.first().map_or(0, KeyValue::mod_revision);
+            let seen = current.first().map_or(0, |kv| kv.mod_revision);
             if let Some(kv) = current.first() {
-                let highest = decode_fence(kv.value()).map_err(|m| Error::internal(format!("{}: {m}", self.url)))?.0;
+                let highest = decode_fence(&kv.value).map_err(|m| Error::internal(format!("{}: {m}", self.url)))?.0;
                 if highest > token {
                     return Err(fenced(resource, &self.url, token, highest));
                 }
             }
-            let txn = Txn::new()
-                .when([Compare::mod_revision(key, CompareOp::Equal, seen)])
-                .and_then([TxnOp::put(key, stored.clone(), None)])
-                .or_else([TxnOp::get(key, None)]);
-            let resp = self.rpc.txn(txn).await.map_err(|e| self.err(e))?;
-            if resp.succeeded() {
+            let txn = ops::txn(
+                vec![ops::modified_at(key, seen)],
+                vec![ops::put(key, stored.clone(), 0)],
+                vec![ops::read(ops::get(key))],
+            );
+            let mut resp = self.rpc.txn(txn).await.map_err(|e| self.err(e))?;
+            if resp.succeeded {
                 return Ok(());
             }
-            current = range(&resp, 0);
+            current = ops::kvs(&mut resp, 0);
         }
     }
 }
-
-/// gRPC status codes that say the request, not the network, is at fault (etcd-client does not re-export tonic's).
-const GRPC_INVALID_ARGUMENT: i32 = 3;
-const GRPC_PERMISSION_DENIED: i32 = 7;
 
 /// A fence register's value: the token as 8 big-endian bytes, then the value.
 fn decode_fence(stored: &[u8]) -> Result<(u64, Vec<u8>), String> {
@@ -347,13 +299,16 @@ impl Backend for EtcdBackend {
             return Err(Error::internal("etcd wait: no queue entry"));
         };
         let waiting = async {
-            let mut found =
-                self.rpc.get(prefix_of(&req.name), Some(created_before(rev))).await.map_err(|e| self.err(e))?;
-            let at = header_revision(found.header());
-            let Some(predecessor) = found.take_kvs().into_iter().next() else {
+            let found = self
+                .rpc
+                .range(ops::created_before(&prefix_of(&req.name), rev))
+                .await
+                .map_err(|e| self.err(e))?;
+            let at = ops::revision(found.header.as_ref());
+            let Some(predecessor) = found.kvs.into_iter().next() else {
                 return Ok(());
             };
-            self.watch_delete(predecessor.key(), at).await
+            self.watch_delete(&predecessor.key, at).await
         };
         match deadline {
             Some(d) => tokio::time::timeout_at(d, waiting).await.unwrap_or(Ok(())),
@@ -366,12 +321,10 @@ impl Backend for EtcdBackend {
         let Some((key, session)) = self.session_of(grant).await else {
             return Err(lock_lost(grant, &self.url));
         };
-        let (found, refresh) = tokio::join!(self.rpc.get(key.as_str(), None), session.refresh(self.request_timeout));
+        let (found, refresh) = tokio::join!(self.rpc.range(ops::get(key)), session.refresh(self.request_timeout));
         let found = found.map_err(|e| self.err(e))?;
-        let ours = found
-            .kvs()
-            .first()
-            .is_some_and(|kv| kv.lease() == session.id && kv.create_revision() as u64 == grant.token);
+        let ours =
+            found.kvs.first().is_some_and(|kv| kv.lease == session.id && kv.create_revision as u64 == grant.token);
         match refresh {
             _ if !ours => Err(lock_lost(grant, &self.url)),
             Refresh::Alive => Ok(()),
@@ -399,28 +352,28 @@ impl Backend for EtcdBackend {
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
-        let mut owner = self.rpc.get(prefix_of(name), Some(first_created())).await.map_err(|e| self.err(e))?;
-        let Some(kv) = owner.take_kvs().into_iter().next() else { return Ok(false) };
-        let key = String::from_utf8_lossy(kv.key()).into_owned();
-        delete_own(&self.rpc, &key, kv.create_revision()).await.map_err(|e| self.err(e))
+        let owner = self.rpc.range(ops::first_created(&prefix_of(name))).await.map_err(|e| self.err(e))?;
+        let Some(kv) = owner.kvs.into_iter().next() else { return Ok(false) };
+        let key = String::from_utf8_lossy(&kv.key).into_owned();
+        delete_own(&self.rpc, &key, kv.create_revision).await.map_err(|e| self.err(e))
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
-        let mut owner = self.rpc.get(prefix_of(name), Some(first_created())).await.map_err(|e| self.err(e))?;
-        let Some(kv) = owner.take_kvs().into_iter().next() else {
+        let owner = self.rpc.range(ops::first_created(&prefix_of(name))).await.map_err(|e| self.err(e))?;
+        let Some(kv) = owner.kvs.into_iter().next() else {
             return Ok(LockInfo { holder: None, remaining: None, last_token: None });
         };
-        let remaining = match kv.lease() {
+        let remaining = match kv.lease {
             0 => None,
             lease => {
                 let found = self.rpc.time_to_live(lease).await.map_err(|e| self.err(e))?;
-                (found.ttl() >= 0).then(|| Duration::from_secs(found.ttl() as u64))
+                (found.ttl >= 0).then(|| Duration::from_secs(found.ttl as u64))
             }
         };
         Ok(LockInfo {
-            holder: Some(String::from_utf8_lossy(kv.key()).into_owned()),
+            holder: Some(String::from_utf8_lossy(&kv.key).into_owned()),
             remaining,
-            last_token: Some(kv.create_revision() as u64),
+            last_token: Some(kv.create_revision as u64),
         })
     }
 
@@ -429,9 +382,9 @@ impl Backend for EtcdBackend {
     }
 
     async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
-        let mut found = self.rpc.get(format!("{FENCE_PREFIX}{resource}"), None).await.map_err(|e| self.err(e))?;
-        match found.take_kvs().first() {
-            Some(kv) => decode_fence(kv.value()).map_err(|m| Error::internal(format!("{}: {m}", self.url))),
+        let found = self.rpc.range(ops::get(format!("{FENCE_PREFIX}{resource}"))).await.map_err(|e| self.err(e))?;
+        match found.kvs.first() {
+            Some(kv) => decode_fence(&kv.value).map_err(|m| Error::internal(format!("{}: {m}", self.url))),
             None => Ok((0, Vec::new())),
         }
     }

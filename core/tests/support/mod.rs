@@ -5,4 +5,5 @@ mod services;
 #[allow(unused_imports, reason = "each test binary uses a different subset")]
 pub use services::{service_url, unique};
 
+pub mod etcd_raw;
 pub mod members;

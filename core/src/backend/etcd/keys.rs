@@ -7,11 +7,11 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{Compare, CompareOp, Txn, TxnOp};
 use tokio::runtime::Handle;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-use super::rpc::Rpc;
+use super::ops;
+use super::rpc::{EtcdError, Rpc};
 
 /// What this client is doing with one of its keys.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ impl Deletion {
     /// Deletes the key if it is the one made at `rev` (any version of it when `rev` is 0: the reply that would have
     /// told us the revision was lost). Whether it was deleted. On failure the attempts go on in the background, as
     /// the key's lease is kept alive: a key left behind would block the lock until this client closes.
-    pub(super) async fn run(self, rpc: Arc<Rpc>, rev: i64) -> Result<bool, etcd_client::Error> {
+    pub(super) async fn run(self, rpc: Arc<Rpc>, rev: i64) -> Result<bool, EtcdError> {
         match delete_own(&rpc, &self.key, rev).await {
             Ok(deleted) => {
                 self.finish();
@@ -158,7 +158,7 @@ impl Drop for Queued {
         let (rpc, key, rev) = (self.rpc.clone(), self.key.clone(), self.rev);
         let task = async move {
             if let Err(e) = deletion.run(rpc, rev).await {
-                tracing::warn!(%key, error = %e, "could not delete an abandoned queue key yet; retrying");
+                tracing::warn!(%key, error = %super::rpc::describe(&e), "could not delete an abandoned queue key yet; retrying");
             }
         };
         match Handle::try_current().ok().or_else(|| self.handle.clone()) {
@@ -169,14 +169,8 @@ impl Drop for Queued {
 }
 
 /// Deletes `key` if it is the one made at `rev` (any version of it when `rev` is 0). Whether it was deleted.
-pub(super) async fn delete_own(rpc: &Rpc, key: &str, rev: i64) -> Result<bool, etcd_client::Error> {
-    let txn = if rev == 0 {
-        Txn::new().and_then([TxnOp::delete(key, None)])
-    } else {
-        Txn::new().when([Compare::create_revision(key, CompareOp::Equal, rev)]).and_then([TxnOp::delete(key, None)])
-    };
-    let resp = rpc.txn(txn).await?;
-    let deleted =
-        resp.op_responses().into_iter().any(|r| matches!(r, etcd_client::TxnOpResponse::Delete(d) if d.deleted() > 0));
-    Ok(resp.succeeded() && deleted)
+pub(super) async fn delete_own(rpc: &Rpc, key: &str, rev: i64) -> Result<bool, EtcdError> {
+    let when = if rev == 0 { Vec::new() } else { vec![ops::created_at(key, rev)] };
+    let resp = rpc.txn(ops::txn(when, vec![ops::delete(key)], Vec::new())).await?;
+    Ok(resp.succeeded && ops::deleted(&resp))
 }

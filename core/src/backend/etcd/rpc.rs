@@ -1,34 +1,54 @@
-//! Failover between endpoints. etcd-client balances one channel over every endpoint without health checks, so after a
-//! member dies it keeps sending some requests there, and they fail with "connection refused" until the member is
-//! back. Instead this keeps one etcd-client `Client` per endpoint (connected on first use) and a preferred endpoint:
-//! every request goes to the preferred one and, on a transport failure, to the next, each endpoint at most once per
-//! request and all within the request timeout. Every request fencelock sends is safe to repeat (its Txns compare
-//! revisions, deletes compare create revisions, the rest are reads), so a request that reached a dying member and is
-//! sent again elsewhere does no harm. Streams (watches, lease keepalives) open on the preferred endpoint the same
-//! way; their owner reports a broken stream with `demote`, so it and later requests move on.
+//! etcd's gRPC API (the stubs of crate `fencelock-proto`), with failover between endpoints: one lazy channel per
+//! endpoint and a preferred endpoint. Every request goes to the preferred one and, on a transport failure, to the
+//! next, each endpoint at most once per request and all within the request timeout. Every request fencelock sends is
+//! safe to repeat (its Txns compare revisions, deletes compare create revisions, the rest are reads), so a request
+//! that reached a dying member and is sent again elsewhere does no harm. Streams (watches, lease keepalives) open on
+//! the preferred endpoint the same way; their owner reports a broken stream with `demote`, so it and later requests
+//! move on. (A balanced channel over every endpoint, as etcd-client has, keeps sending to a dead member.)
+//!
+//! With credentials, each endpoint authenticates on first use and sends the token in the `token` metadata; a token
+//! the server no longer accepts (expired, or the member restarted) is replaced once per request.
 
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use etcd_client::{
-    Client, ConnectOptions, Error as EtcdError, GetOptions, GetResponse, LeaseGrantResponse, LeaseRevokeResponse,
-    LeaseTimeToLiveResponse, Txn, TxnResponse,
+use fencelock_proto::etcdserverpb::auth_client::AuthClient;
+use fencelock_proto::etcdserverpb::kv_client::KvClient;
+use fencelock_proto::etcdserverpb::lease_client::LeaseClient;
+use fencelock_proto::etcdserverpb::watch_client::WatchClient;
+use fencelock_proto::etcdserverpb::{
+    AuthenticateRequest, LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
+    LeaseRevokeRequest, LeaseTimeToLiveRequest, LeaseTimeToLiveResponse, RangeRequest, RangeResponse, TxnRequest,
+    TxnResponse, WatchCreateRequest, WatchRequest, WatchResponse, watch_request,
 };
-use tokio::sync::OnceCell;
+use futures::channel::mpsc;
+use futures::{StreamExt, stream};
+use tokio::sync::Mutex;
 use tokio::time::Instant;
+use tonic::metadata::AsciiMetadataValue;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Request, Status, Streaming};
 
-/// gRPC status codes (etcd-client does not re-export tonic's `Code`).
-const GRPC_CANCELLED: i32 = 1;
-const GRPC_DEADLINE_EXCEEDED: i32 = 4;
-const GRPC_UNAVAILABLE: i32 = 14;
+/// What a request to etcd fails with: a gRPC status (connection failures arrive as UNAVAILABLE).
+pub(super) type EtcdError = Status;
+
+/// How the channels connect and time out.
+#[derive(Debug, Clone)]
+pub(super) struct Settings {
+    pub(super) connect_timeout: Duration,
+    pub(super) request_timeout: Duration,
+    pub(super) user: Option<(String, String)>,
+}
 
 /// The endpoints of one backend and the one requests go to first.
 pub(super) struct Rpc {
     endpoints: Vec<String>,
-    options: ConnectOptions,
-    clients: Vec<OnceCell<Client>>,
+    channels: Vec<Channel>,
+    /// Each endpoint's auth token, fetched on first use when there are credentials.
+    tokens: Vec<Mutex<Option<AsciiMetadataValue>>>,
+    user: Option<(String, String)>,
     preferred: AtomicUsize,
     request_timeout: Duration,
 }
@@ -42,6 +62,32 @@ impl fmt::Debug for Rpc {
     }
 }
 
+/// One endpoint's channel and token: what a request needs.
+#[derive(Clone)]
+pub(super) struct Conn {
+    channel: Channel,
+    token: Option<AsciiMetadataValue>,
+}
+
+impl Conn {
+    /// `msg` as a request carrying the auth token.
+    fn req<T>(&self, msg: T) -> Request<T> {
+        let mut request = Request::new(msg);
+        if let Some(token) = &self.token {
+            request.metadata_mut().insert("token", token.clone());
+        }
+        request
+    }
+
+    fn kv(&self) -> KvClient<Channel> {
+        KvClient::new(self.channel.clone())
+    }
+
+    fn lease(&self) -> LeaseClient<Channel> {
+        LeaseClient::new(self.channel.clone())
+    }
+}
+
 /// How a failed request failed.
 #[derive(Debug, PartialEq, Eq)]
 enum Failure {
@@ -50,46 +96,88 @@ enum Failure {
     Transport,
     /// No answer in time: the time is spent, but the next request should try elsewhere.
     Timeout,
+    /// The token was refused: authenticate again and repeat.
+    Unauthenticated,
     /// The request itself failed (a missing lease, bad arguments, …): every member would answer the same.
     Application,
 }
 
-fn failure(e: &EtcdError) -> Failure {
-    match e {
-        EtcdError::TransportError(_) | EtcdError::IoError(_) => Failure::Transport,
-        EtcdError::GRpcStatus(s) => match s.code() as i32 {
-            GRPC_UNAVAILABLE => Failure::Transport,
-            GRPC_DEADLINE_EXCEEDED | GRPC_CANCELLED => Failure::Timeout,
-            _ => Failure::Application,
-        },
+fn failure(e: &Status) -> Failure {
+    match e.code() {
+        // UNKNOWN: what tonic makes of an HTTP/2 or I/O error it cannot name; etcd itself does not send it.
+        Code::Unavailable | Code::Unknown => Failure::Transport,
+        Code::DeadlineExceeded | Code::Cancelled => Failure::Timeout,
+        Code::Unauthenticated => Failure::Unauthenticated,
         _ => Failure::Application,
     }
 }
 
-fn timed_out(timeout: Duration) -> EtcdError {
-    EtcdError::IoError(std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        format!("no answer from any endpoint within {timeout:?}"),
-    ))
+fn timed_out(timeout: Duration) -> Status {
+    Status::deadline_exceeded(format!("no answer from any endpoint within {timeout:?}"))
+}
+
+/// A short text for a status: its code and message (a status's Display also prints its metadata).
+pub(super) fn describe(e: &Status) -> String {
+    format!("{:?}: {}", e.code(), e.message())
+}
+
+/// A stream that sends `first` and then stays open until dropped (etcd ends a watch whose request stream ends).
+fn open_stream<T: Send + 'static>(first: T) -> impl futures::Stream<Item = T> + Send + 'static {
+    stream::once(async move { first }).chain(stream::pending())
+}
+
+/// A lease's keepalive stream: requests go out through `send`, acknowledgements come back on `replies`.
+#[derive(Debug)]
+pub(super) struct KeepAlive {
+    pub(super) send: mpsc::Sender<LeaseKeepAliveRequest>,
+    pub(super) replies: Streaming<LeaseKeepAliveResponse>,
 }
 
 impl Rpc {
-    pub(super) fn new(endpoints: Vec<String>, options: ConnectOptions, request_timeout: Duration) -> Self {
-        let clients = endpoints.iter().map(|_| OnceCell::new()).collect();
-        Rpc { endpoints, options, clients, preferred: AtomicUsize::new(0), request_timeout }
+    /// Lazy channels to `endpoints` (`http://host:port`): nothing connects until the first request.
+    pub(super) fn new(endpoints: Vec<String>, settings: Settings) -> Result<Self, String> {
+        let mut channels = Vec::new();
+        for url in &endpoints {
+            let endpoint = Endpoint::from_shared(url.clone()).map_err(|e| format!("bad endpoint {url:?}: {e}"))?;
+            let endpoint = endpoint
+                .connect_timeout(settings.connect_timeout)
+                // Until the response headers: a stream's later messages are not timed.
+                .timeout(settings.request_timeout)
+                .http2_keep_alive_interval(settings.request_timeout)
+                .keep_alive_timeout(settings.request_timeout)
+                .keep_alive_while_idle(true);
+            channels.push(endpoint.connect_lazy());
+        }
+        Ok(Rpc {
+            tokens: endpoints.iter().map(|_| Mutex::new(None)).collect(),
+            endpoints,
+            channels,
+            user: settings.user,
+            preferred: AtomicUsize::new(0),
+            request_timeout: settings.request_timeout,
+        })
     }
 
-    /// The client of endpoint `i`, connected on first use (a lazy channel: connecting costs nothing without
-    /// credentials, and one authentication round trip with them).
-    async fn client(&self, i: usize) -> Result<Client, EtcdError> {
-        let connecting = || Client::connect([self.endpoints[i].as_str()], Some(self.options.clone()));
-        self.clients[i].get_or_try_init(connecting).await.cloned()
+    /// The connection of endpoint `i`, authenticated first if there are credentials and no token yet; `stale` is a
+    /// token the server refused, replaced by a new one.
+    async fn conn(&self, i: usize, stale: Option<&AsciiMetadataValue>) -> Result<Conn, Status> {
+        let channel = self.channels[i].clone();
+        let Some((name, password)) = &self.user else { return Ok(Conn { channel, token: None }) };
+        let mut token = self.tokens[i].lock().await;
+        if token.is_none() || token.as_ref() == stale {
+            let request = AuthenticateRequest { name: name.clone(), password: password.clone() };
+            let reply = AuthClient::new(channel.clone()).authenticate(request).await?.into_inner();
+            let value = AsciiMetadataValue::try_from(reply.token)
+                .map_err(|_| Status::internal("etcd sent an auth token that is not ASCII"))?;
+            *token = Some(value);
+        }
+        Ok(Conn { channel, token: token.clone() })
     }
 
     /// Moves the preference past endpoint `i` if it is still the preferred one (concurrent failures of one endpoint
     /// move it once).
     pub(super) fn demote(&self, i: usize) {
-        let next = (i + 1) % self.clients.len();
+        let next = (i + 1) % self.channels.len();
         if next != i
             && self.preferred.compare_exchange(i, next, Ordering::AcqRel, Ordering::Acquire).is_ok()
             && let Some(endpoint) = self.endpoints.get(next)
@@ -98,40 +186,35 @@ impl Rpc {
         }
     }
 
-    /// Runs `op` on the preferred endpoint's client, failing over on transport failures, within the request timeout.
-    pub(super) async fn call<T, F, Fut>(&self, op: F) -> Result<T, EtcdError>
+    /// Runs `op` on the preferred endpoint, failing over on transport failures, within the request timeout.
+    pub(super) async fn call<T, F, Fut>(&self, op: F) -> Result<T, Status>
     where
-        F: FnMut(Client) -> Fut,
-        Fut: Future<Output = Result<T, EtcdError>>,
+        F: FnMut(Conn) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
     {
         self.call_on(self.request_timeout, op).await.map(|(_, t)| t)
     }
 
-    /// `call` for a stream: also returns the index of the endpoint that answered, which the stream's owner demotes
-    /// when the stream breaks.
-    pub(super) async fn open<T, F, Fut>(&self, op: F) -> Result<(usize, T), EtcdError>
-    where
-        F: FnMut(Client) -> Fut,
-        Fut: Future<Output = Result<T, EtcdError>>,
-    {
-        self.call_on(self.request_timeout, op).await
-    }
-
     /// `call` with a time limit of its own, returning also the index of the endpoint that answered (for streams,
     /// whose owner demotes it when the stream breaks).
-    pub(super) async fn call_on<T, F, Fut>(&self, timeout: Duration, mut op: F) -> Result<(usize, T), EtcdError>
+    pub(super) async fn call_on<T, F, Fut>(&self, timeout: Duration, mut op: F) -> Result<(usize, T), Status>
     where
-        F: FnMut(Client) -> Fut,
-        Fut: Future<Output = Result<T, EtcdError>>,
+        F: FnMut(Conn) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
     {
         let deadline = Instant::now() + timeout;
-        let n = self.clients.len();
+        let n = self.channels.len();
         let first = self.preferred.load(Ordering::Acquire) % n;
         let mut last = None;
         for i in (first..n).chain(0..first) {
             let attempt = async {
-                let client = self.client(i).await?;
-                op(client).await
+                let conn = self.conn(i, None).await?;
+                match op(conn.clone()).await {
+                    Err(e) if failure(&e) == Failure::Unauthenticated && self.user.is_some() => {
+                        op(self.conn(i, conn.token.as_ref()).await?).await
+                    }
+                    done => done,
+                }
             };
             let error = match tokio::time::timeout_at(deadline, attempt).await {
                 Ok(Ok(t)) => {
@@ -148,13 +231,13 @@ impl Rpc {
                 }
             };
             match failure(&error) {
-                Failure::Application => return Err(error),
+                Failure::Application | Failure::Unauthenticated => return Err(error),
                 Failure::Timeout => {
                     self.demote(i);
                     return Err(error);
                 }
                 Failure::Transport => {
-                    tracing::debug!(endpoint = %self.endpoints[i], error = %error, "etcd request failed; trying the next endpoint");
+                    tracing::debug!(endpoint = %self.endpoints[i], error = %describe(&error), "etcd request failed; trying the next endpoint");
                     self.demote(i);
                     last = Some(error);
                 }
@@ -164,38 +247,75 @@ impl Rpc {
     }
 
     /// A range read.
-    pub(super) async fn get(
+    pub(super) async fn range(&self, range: RangeRequest) -> Result<RangeResponse, Status> {
+        self.range_within(self.request_timeout, range).await.map(|(_, r)| r)
+    }
+
+    /// A range read within `timeout`, and the endpoint that answered.
+    pub(super) async fn range_within(
         &self,
-        key: impl Into<Vec<u8>>,
-        opts: Option<GetOptions>,
-    ) -> Result<GetResponse, EtcdError> {
-        let key = key.into();
-        self.call(|c| {
-            let (key, opts) = (key.clone(), opts.clone());
-            async move { c.kv_client().get(key, opts).await }
+        timeout: Duration,
+        range: RangeRequest,
+    ) -> Result<(usize, RangeResponse), Status> {
+        self.call_on(timeout, |c| {
+            let range = range.clone();
+            async move { c.kv().range(c.req(range)).await.map(tonic::Response::into_inner) }
         })
         .await
     }
 
     /// A Txn.
-    pub(super) async fn txn(&self, txn: Txn) -> Result<TxnResponse, EtcdError> {
+    pub(super) async fn txn(&self, txn: TxnRequest) -> Result<TxnResponse, Status> {
         self.call(|c| {
             let txn = txn.clone();
-            async move { c.kv_client().txn(txn).await }
+            async move { c.kv().txn(c.req(txn)).await.map(tonic::Response::into_inner) }
         })
         .await
     }
 
     /// A lease grant. Repeated after a transport failure it may grant a lease nobody uses, which expires after `ttl`.
-    pub(super) async fn grant(&self, ttl: i64) -> Result<LeaseGrantResponse, EtcdError> {
-        self.call(|c| async move { c.lease_client().grant(ttl, None).await }).await
+    pub(super) async fn grant(&self, ttl: i64) -> Result<LeaseGrantResponse, Status> {
+        self.call(|c| async move {
+            c.lease().lease_grant(c.req(LeaseGrantRequest { ttl, id: 0 })).await.map(tonic::Response::into_inner)
+        })
+        .await
     }
 
-    pub(super) async fn revoke(&self, id: i64) -> Result<LeaseRevokeResponse, EtcdError> {
-        self.call(|c| async move { c.lease_client().revoke(id).await }).await
+    pub(super) async fn revoke(&self, id: i64) -> Result<(), Status> {
+        self.call(|c| async move { c.lease().lease_revoke(c.req(LeaseRevokeRequest { id })).await.map(drop) }).await
     }
 
-    pub(super) async fn time_to_live(&self, id: i64) -> Result<LeaseTimeToLiveResponse, EtcdError> {
-        self.call(|c| async move { c.lease_client().time_to_live(id, None).await }).await
+    pub(super) async fn time_to_live(&self, id: i64) -> Result<LeaseTimeToLiveResponse, Status> {
+        self.call(|c| async move {
+            let request = LeaseTimeToLiveRequest { id, keys: false };
+            c.lease().lease_time_to_live(c.req(request)).await.map(tonic::Response::into_inner)
+        })
+        .await
+    }
+
+    /// A watch of `key` from revision `start`, and the endpoint it runs on.
+    pub(super) async fn watch(&self, key: &[u8], start: i64) -> Result<(usize, Streaming<WatchResponse>), Status> {
+        let create = WatchCreateRequest { key: key.to_vec(), start_revision: start, ..Default::default() };
+        let request = WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) };
+        self.call_on(self.request_timeout, |c| {
+            let requests = open_stream(request.clone());
+            async move { WatchClient::new(c.channel.clone()).watch(c.req(requests)).await.map(tonic::Response::into_inner) }
+        })
+        .await
+    }
+
+    /// Opens lease `id`'s keepalive stream and sends one keepalive; `None` if the server says the lease is gone.
+    pub(super) async fn keep_alive(&self, id: i64) -> Result<(usize, Option<KeepAlive>), Status> {
+        self.call_on(self.request_timeout, |c| async move {
+            let (mut send, requests) = mpsc::channel(1);
+            send.try_send(LeaseKeepAliveRequest { id }).expect("a new channel has room");
+            let mut replies = c.lease().lease_keep_alive(c.req(requests)).await?.into_inner();
+            match replies.message().await? {
+                Some(reply) if reply.ttl > 0 => Ok(Some(KeepAlive { send, replies })),
+                Some(_) => Ok(None),
+                None => Err(Status::unavailable("the keepalive stream ended before its first reply")),
+            }
+        })
+        .await
     }
 }

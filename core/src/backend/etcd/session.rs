@@ -7,12 +7,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::Error as EtcdError;
+use futures::StreamExt;
 use tokio::sync::{Mutex, Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::rpc::Rpc;
+use super::rpc::{EtcdError, KeepAlive, Rpc, describe};
+use fencelock_proto::etcdserverpb::LeaseKeepAliveRequest;
 
 /// What the keepalive task reports and listens to.
 #[derive(Debug)]
@@ -105,10 +106,10 @@ impl Sessions {
         let sent = Instant::now();
         let granted = self.rpc.grant(secs).await?;
         // The server may raise a TTL below its minimum; keepalives follow what it granted.
-        let period = Duration::from_secs(granted.ttl().max(1) as u64) / 3;
+        let period = Duration::from_secs(granted.ttl.max(1) as u64) / 3;
         let beat = Arc::new(Beat { acked: watch::Sender::new(Some(sent)), poke: Notify::new() });
-        let task = tokio::spawn(keep_alive(self.rpc.clone(), granted.id(), period, beat.clone()));
-        let session = Arc::new(Session { id: granted.id(), beat, task });
+        let task = tokio::spawn(keep_alive(self.rpc.clone(), granted.id, period, beat.clone()));
+        let session = Arc::new(Session { id: granted.id, beat, task });
         map.insert(secs, session.clone());
         Ok(session)
     }
@@ -134,7 +135,7 @@ impl Sessions {
         for s in sessions {
             s.task.abort();
             if let Err(e) = self.rpc.revoke(s.id).await {
-                tracing::debug!(lease = %format_args!("{:x}", s.id), error = %e, "lease revoke failed; it expires after its TTL");
+                tracing::debug!(lease = %format_args!("{:x}", s.id), error = %describe(&e), "lease revoke failed; it expires after its TTL");
             }
         }
     }
@@ -147,17 +148,15 @@ async fn keep_alive(rpc: Arc<Rpc>, id: i64, period: Duration, beat: Arc<Beat>) {
     let retry = (period / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
     loop {
         let sent = Instant::now();
-        let (endpoint, (mut keeper, mut stream)) =
-            match rpc.open(|c| async move { c.lease_client().keep_alive(id).await }).await {
-                Ok(opened) => opened,
-                // The client reports a missing lease as a keepalive error with TTL ≤ 0 in the first reply.
-                Err(EtcdError::LeaseKeepAliveError(_)) => break,
-                Err(e) => {
-                    tracing::debug!(lease = %format_args!("{id:x}"), error = %e, "keepalive stream failed; reopening");
-                    tokio::time::sleep(retry).await;
-                    continue;
-                }
-            };
+        let (endpoint, KeepAlive { mut send, mut replies }) = match rpc.keep_alive(id).await {
+            Ok((endpoint, Some(stream))) => (endpoint, stream),
+            Ok((_, None)) => break,
+            Err(e) => {
+                tracing::debug!(lease = %format_args!("{id:x}"), error = %describe(&e), "keepalive stream failed; reopening");
+                tokio::time::sleep(retry).await;
+                continue;
+            }
+        };
         // Opening the stream sent one keepalive and consumed its acknowledgement.
         beat.acked.send_replace(Some(sent));
         let mut unanswered = VecDeque::new();
@@ -166,29 +165,33 @@ async fn keep_alive(rpc: Arc<Rpc>, id: i64, period: Duration, beat: Arc<Beat>) {
             tokio::select! {
                 _ = tokio::time::sleep_until(next) => {}
                 _ = beat.poke.notified() => {}
-                reply = stream.message() => match reply {
-                    Ok(Some(r)) if r.ttl() > 0 => {
+                reply = replies.next() => match reply {
+                    Some(Ok(r)) if r.ttl > 0 => {
                         if let Some(t) = unanswered.pop_front() {
                             beat.acked.send_replace(Some(t));
                         }
                         continue;
                     }
-                    Ok(Some(_)) => {
+                    Some(Ok(_)) => {
                         beat.acked.send_replace(None);
                         return;
                     }
-                    Ok(None) | Err(_) => {
+                    None | Some(Err(_)) => {
                         rpc.demote(endpoint);
                         break;
                     }
                 },
             }
             let now = Instant::now();
-            if keeper.keep_alive().await.is_err() {
-                rpc.demote(endpoint);
-                break;
+            // A full channel holds a keepalive not yet sent: the poke or beat is already on its way.
+            match send.try_send(LeaseKeepAliveRequest { id }) {
+                Ok(()) => unanswered.push_back(now),
+                Err(e) if e.is_full() => {}
+                Err(_) => {
+                    rpc.demote(endpoint);
+                    break;
+                }
             }
-            unanswered.push_back(now);
             next = now + period;
         }
     }

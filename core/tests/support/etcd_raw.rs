@@ -1,0 +1,91 @@
+//! A raw etcd client on the shared stubs (crate `fencelock-proto`), for reading and deleting keys behind fencelock's
+//! back.
+
+use std::time::Duration;
+
+use fencelock_proto::etcdserverpb::kv_client::KvClient;
+use fencelock_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use fencelock_proto::etcdserverpb::range_request::{SortOrder, SortTarget};
+use fencelock_proto::etcdserverpb::watch_client::WatchClient;
+use fencelock_proto::etcdserverpb::{
+    DeleteRangeRequest, RangeRequest, RangeResponse, StatusRequest, WatchCreateRequest, WatchRequest, watch_request,
+};
+use fencelock_proto::mvccpb::KeyValue;
+use fencelock_proto::prefix_end;
+use futures::StreamExt;
+use tonic::Status;
+use tonic::transport::{Channel, Endpoint};
+
+/// One channel balanced over `endpoints` (`host:port`).
+#[derive(Debug, Clone)]
+pub struct Raw {
+    channel: Channel,
+}
+
+impl Raw {
+    /// Connects lazily: a dead endpoint shows as an error of the first request that goes there.
+    pub fn new(endpoints: &[impl AsRef<str>], timeout: Duration) -> Raw {
+        let endpoints = endpoints.iter().map(|e| {
+            let url = format!("http://{}", e.as_ref().trim_start_matches("http://"));
+            Endpoint::from_shared(url).expect("an endpoint URL").connect_timeout(timeout).timeout(timeout)
+        });
+        Raw { channel: Channel::balance_list(endpoints) }
+    }
+
+    fn kv(&self) -> KvClient<Channel> {
+        KvClient::new(self.channel.clone())
+    }
+
+    async fn range(&self, range: RangeRequest) -> Result<RangeResponse, Status> {
+        Ok(self.kv().range(range).await?.into_inner())
+    }
+
+    /// The keys under `prefix`, first-created first.
+    pub async fn keys(&self, prefix: &str) -> Result<Vec<KeyValue>, Status> {
+        let range = RangeRequest {
+            key: prefix.into(),
+            range_end: prefix_end(prefix.as_bytes()),
+            sort_target: SortTarget::Create as i32,
+            sort_order: SortOrder::Ascend as i32,
+            ..Default::default()
+        };
+        Ok(self.range(range).await?.kvs)
+    }
+
+    /// How many keys lie under `prefix`, and the revision of that count.
+    pub async fn count(&self, prefix: &str) -> Result<(i64, i64), Status> {
+        let range =
+            RangeRequest { key: prefix.into(), range_end: prefix_end(prefix.as_bytes()), count_only: true, ..Default::default() };
+        let found = self.range(range).await?;
+        Ok((found.count, found.header.map_or(0, |h| h.revision)))
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<(), Status> {
+        self.kv().delete_range(DeleteRangeRequest { key: key.into(), ..Default::default() }).await.map(drop)
+    }
+
+    /// Waits for the first change under `prefix` after revision `after`.
+    pub async fn next_change(&self, prefix: &str, after: i64) -> Result<(), Status> {
+        let create = WatchCreateRequest {
+            key: prefix.into(),
+            range_end: prefix_end(prefix.as_bytes()),
+            start_revision: after + 1,
+            ..Default::default()
+        };
+        let request = WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) };
+        let requests = futures::stream::once(async { request }).chain(futures::stream::pending());
+        let mut replies = WatchClient::new(self.channel.clone()).watch(requests).await?.into_inner();
+        while let Some(reply) = replies.message().await? {
+            if !reply.events.is_empty() || reply.canceled {
+                return Ok(());
+            }
+        }
+        Err(Status::unavailable("the watch ended"))
+    }
+
+    /// The answering member's own id and the leader it follows.
+    pub async fn status(&self) -> Result<(u64, u64), Status> {
+        let status = MaintenanceClient::new(self.channel.clone()).status(StatusRequest {}).await?.into_inner();
+        Ok((status.header.map_or(0, |h| h.member_id), status.leader))
+    }
+}

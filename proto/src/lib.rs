@@ -1,0 +1,56 @@
+//! The gRPC code fencelock's etcd backend, its tests and fencelockd share, generated at build time from `proto/`
+//! (see build.rs): etcd's KV, Watch, Lease and Authenticate calls, etcd's v3lock service, and fencelockd's native
+//! service. One copy, so the backend and the server cannot drift apart on etcd's wire format.
+
+/// etcd's `etcdserverpb` package: KV, Watch, Lease, Auth and the response header.
+#[allow(missing_docs, clippy::all, missing_debug_implementations)]
+pub mod etcdserverpb {
+    tonic::include_proto!("etcdserverpb");
+}
+
+/// etcd's `mvccpb` package: stored keys and watch events.
+#[allow(missing_docs, clippy::all, missing_debug_implementations)]
+pub mod mvccpb {
+    tonic::include_proto!("mvccpb");
+}
+
+/// etcd's `v3lockpb` package (the Lock service).
+#[allow(missing_docs, clippy::all, missing_debug_implementations)]
+pub mod v3lockpb {
+    tonic::include_proto!("v3lockpb");
+}
+
+/// fencelockd's native `fencelock.v1` package.
+#[allow(missing_docs, clippy::all, missing_debug_implementations)]
+pub mod fencelock_v1 {
+    tonic::include_proto!("fencelock.v1");
+}
+
+/// The encoded descriptors of every file above, for a reflection service.
+pub const DESCRIPTORS: &[u8] = tonic::include_file_descriptor_set!("descriptors");
+
+/// The end of the range of every key that starts with `prefix` (etcd's "prefix" option): the prefix with its last
+/// byte below 0xff raised by one, or `\0` (every key from `prefix` on) when there is no such byte.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn prefix_end_raises_the_last_byte_that_can_rise() {
+        assert_eq!(prefix_end(b"a/"), b"a0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
+        assert_eq!(prefix_end(b""), b"\0");
+    }
+}
