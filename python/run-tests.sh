@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The Python stage of scripts/test.sh: build the wheel with maturin (debug, in the workspace target dir, so the core
-# compiles once per run), install it into a fresh venv, run pytest against the installed wheel (never the source
-# tree), mypy --strict on the package, its stubs and the typed examples, then the examples.
+# The Python stage of scripts/test.sh: build the wheel the way the README does (`pip wheel ./python`: maturin and zig
+# from PyPI, a cp39-abi3 manylinux2014 wheel; the dev profile here, in the workspace target dir, so the core compiles
+# once per run), check its tag, install it into a fresh venv, and run pytest against the installed wheel (never the
+# source tree) with no cargo and no protoc on PATH, mypy --strict on the package, its stubs and the typed examples,
+# then the examples.
 #
 #   python/run-tests.sh [PYTEST ARGS...]
 #
@@ -27,15 +29,32 @@ if ! "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then
     fi
 fi
 
-step "fresh venv in $VENV"
+step "wheel (pip wheel ./python: maturin + zig, dev profile, workspace target dir)"
 rm -rf "$VENV" "$WHEELS"
 mkdir -p "$WORK"
-"$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.16,<2" pytest mypy
+"$PYTHON" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$WHEELS" \
+    --config-settings=build-args="--profile dev --strip" "$ROOT/python"
+wheel=$(find "$WHEELS" -name 'fencelock-*.whl')
+echo "${wheel##*/}"
+# What PyPI accepts for Linux: a manylinux tag, never plain linux_x86_64.
+[[ ${wheel##*/} == fencelock-*-cp39-abi3-*manylinux_2_17_x86_64*.whl ]] || {
+    echo "the wheel is not tagged cp39-abi3 manylinux2014 x86_64" >&2
+    exit 1
+}
 
-step "wheel (maturin, debug profile, workspace target dir)"
-(cd "$ROOT/python" && "$VENV/bin/maturin" build --strip --out "$WHEELS")
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-index --find-links "$WHEELS" fencelock
+step "fresh venv in $VENV (the wheel, pytest, mypy)"
+"$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest mypy
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-index "$wheel"
+
+# The installed package needs no Rust: run everything with a PATH that has no cargo, rustc or protoc.
+PATH=$VENV/bin:/usr/local/bin:/usr/bin:/bin
+for tool in cargo rustc protoc; do
+    if command -v "$tool" >/dev/null; then
+        echo "$tool is still on PATH ($(command -v "$tool")): the wheel would not be tested without it" >&2
+        exit 1
+    fi
+done
 
 # From a directory outside the source tree, so `import fencelock` finds the installed wheel.
 RUN=$(mktemp -d)

@@ -130,7 +130,7 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
                 Targets { cycle_ratio: Some(0.8), gap_rtts: Some(3.0), ..Targets::default() },
                 true,
             ),
-            Which::Etcd => (Baseline::Etcd(Box::new(EtcdRaw::connect(url).await?)), consensus, false),
+            Which::Etcd => (Baseline::Etcd(EtcdRaw::connect(url).await?), consensus, false),
             Which::Zk => (Baseline::Zk(ZkRaw::connect(url).await?), consensus, false),
             Which::Postgres => (Baseline::Postgres(PostgresRaw::connect(url).await?), throughput, false),
             Which::Redlock => (Baseline::Redlock(RedlockRaw::connect(url).await?), throughput, false),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The C tests: builds the debug cdylib, compiles ffi/tests/c/*.c and examples/c/demo.c with AddressSanitizer (which
 # includes LeakSanitizer on Linux), runs the conformance basics on a temporary SQLite file and on Redis
-# (FENCELOCK_TEST_REDIS), the misuse tests on both, and the demo, and prints `N passed, N failed`.
+# (FENCELOCK_TEST_REDIS), the misuse tests on both, the demo, and the demo again as examples/c/CMakeLists.txt builds it
+# (cmake + pkg-config, installed with apt if missing), and prints `N passed, N failed`.
 # Usage: ffi/tests/run.sh [--no-build]
 # The ASan build runs the Rust code uninstrumented: ASan's malloc serves Rust's allocations too (Rust uses the
 # system allocator), so leaks and bad frees of anything the C side receives are caught.
@@ -65,6 +66,33 @@ else
     echo "--- conformance redis: skipped (FENCELOCK_TEST_REDIS is not set)"
 fi
 run "demo" "$WORK/demo" "sqlite:$WORK/demo.db"
+
+# The README's CMake example, as a user builds it: against an installed fencelock found through fencelock.pc.
+missing=()
+command -v cmake >/dev/null || missing+=(cmake)
+command -v pkg-config >/dev/null || missing+=(pkgconf)
+if ((${#missing[@]})); then
+    if ((EUID == 0)) && command -v apt-get >/dev/null; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
+            { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }
+    else
+        echo "the CMake example needs ${missing[*]}: install them" >&2
+        exit 1
+    fi
+fi
+PREFIX=$WORK/prefix
+mkdir -p "$PREFIX/include" "$PREFIX/lib/pkgconfig"
+cp ffi/include/fencelock.h "$PREFIX/include/"
+cp "$TARGET/libfencelock_ffi.so" "$PREFIX/lib/"
+sed -e "s|@PREFIX@|$PREFIX|" -e "s|@VERSION@|0.1.0|" ffi/fencelock.pc.in >"$PREFIX/lib/pkgconfig/fencelock.pc"
+if PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig cmake -S examples/c -B "$WORK/cmake" >"$WORK/cmake.log" 2>&1 &&
+    cmake --build "$WORK/cmake" >>"$WORK/cmake.log" 2>&1; then
+    run "cmake example" env LD_LIBRARY_PATH="$PREFIX/lib" "$WORK/cmake/demo" "sqlite:$WORK/cmake-demo.db"
+else
+    cat "$WORK/cmake.log"
+    echo "--- cmake example: FAILED to build"
+    FAILED=$((FAILED + 1))
+fi
 
 echo "$PASSED passed, $FAILED failed"
 ((FAILED == 0))

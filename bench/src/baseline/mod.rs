@@ -27,8 +27,7 @@ pub enum Baseline {
     Memory(MemoryRaw),
     Redis(RedisRaw),
     Sqlite(SqliteRaw),
-    // Boxed: etcd-client's Client is kilobytes.
-    Etcd(Box<EtcdRaw>),
+    Etcd(EtcdRaw),
     Zk(ZkRaw),
     Postgres(PostgresRaw),
     Redlock(RedlockRaw),

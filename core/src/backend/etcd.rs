@@ -125,7 +125,13 @@ impl EtcdBackend {
         tokio::time::timeout(opts.connect_timeout, connecting)
             .await
             .map_err(|_| unavailable(format!("no answer within {:?}", opts.connect_timeout)))?
-            .map_err(|e| unavailable(format!("cannot connect: {}", describe(&e))))?;
+            .map_err(|e| match e.code() {
+                // Wrong or missing credentials, or a user without rights: retrying will not help.
+                Code::InvalidArgument | Code::PermissionDenied | Code::Unauthenticated => {
+                    Error::invalid(format!("{shown}: etcd refused the credentials: {}", e.message()))
+                }
+                _ => unavailable(format!("cannot connect: {}", describe(&e))),
+            })?;
         Ok(EtcdBackend {
             sessions: Sessions::new(rpc.clone()),
             rpc,
