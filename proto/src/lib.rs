@@ -29,6 +29,54 @@ pub mod fencelock_v1 {
 /// The encoded descriptors of every file above, for a reflection service.
 pub const DESCRIPTORS: &[u8] = tonic::include_file_descriptor_set!("descriptors");
 
+/// An etcd connection: a channel, and the auth token its requests carry when the server has authentication on.
+#[derive(Debug, Clone)]
+pub struct EtcdConn {
+    pub channel: tonic::transport::Channel,
+    pub token: Option<tonic::metadata::AsciiMetadataValue>,
+}
+
+impl EtcdConn {
+    /// `channel` without a token.
+    pub fn new(channel: tonic::transport::Channel) -> Self {
+        EtcdConn { channel, token: None }
+    }
+
+    /// `channel` with a token for `name`, from etcd's Authenticate call.
+    pub async fn authenticate(
+        channel: tonic::transport::Channel,
+        name: &str,
+        password: &str,
+    ) -> Result<Self, tonic::Status> {
+        let request = etcdserverpb::AuthenticateRequest { name: name.into(), password: password.into() };
+        let reply = etcdserverpb::auth_client::AuthClient::new(channel.clone()).authenticate(request).await?;
+        let token = tonic::metadata::AsciiMetadataValue::try_from(reply.into_inner().token)
+            .map_err(|_| tonic::Status::internal("etcd sent an auth token that is not ASCII"))?;
+        Ok(EtcdConn { channel, token: Some(token) })
+    }
+
+    /// `msg` as a request carrying the token (etcd reads it from the `token` metadata).
+    pub fn req<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(msg);
+        if let Some(token) = &self.token {
+            request.metadata_mut().insert("token", token.clone());
+        }
+        request
+    }
+
+    pub fn kv(&self) -> etcdserverpb::kv_client::KvClient<tonic::transport::Channel> {
+        etcdserverpb::kv_client::KvClient::new(self.channel.clone())
+    }
+
+    pub fn lease(&self) -> etcdserverpb::lease_client::LeaseClient<tonic::transport::Channel> {
+        etcdserverpb::lease_client::LeaseClient::new(self.channel.clone())
+    }
+
+    pub fn watch(&self) -> etcdserverpb::watch_client::WatchClient<tonic::transport::Channel> {
+        etcdserverpb::watch_client::WatchClient::new(self.channel.clone())
+    }
+}
+
 /// The end of the range of every key that starts with `prefix` (etcd's "prefix" option): the prefix with its last
 /// byte below 0xff raised by one, or `\0` (every key from `prefix` on) when there is no such byte.
 pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {

@@ -3,16 +3,12 @@
 
 use std::time::Duration;
 
-use fencelock_proto::etcdserverpb::auth_client::AuthClient;
+use fencelock_proto::EtcdConn;
 use fencelock_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
-use fencelock_proto::etcdserverpb::kv_client::KvClient;
-use fencelock_proto::etcdserverpb::lease_client::LeaseClient;
 use fencelock_proto::etcdserverpb::{
-    AuthenticateRequest, Compare, DeleteRangeRequest, LeaseGrantRequest, LeaseRevokeRequest, PutRequest, RequestOp,
-    TxnRequest, request_op,
+    Compare, DeleteRangeRequest, LeaseGrantRequest, LeaseRevokeRequest, PutRequest, RequestOp, TxnRequest, request_op,
 };
 use tokio::time::Instant;
-use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::BoxResult;
@@ -24,13 +20,14 @@ const LEASE_TTL_S: i64 = 30;
 
 #[derive(Debug)]
 pub struct EtcdRaw {
-    channel: Channel,
-    /// The auth token, with credentials in the URL.
-    token: Option<AsciiMetadataValue>,
+    conn: EtcdConn,
 }
 
+/// A user name and password.
+type Credentials = (String, String);
+
 /// `etcd://[user:password@]h1[:port],h2…` → endpoints and credentials, as fencelock reads it.
-fn endpoints(url: &str) -> BoxResult<(Vec<String>, Option<(String, String)>)> {
+fn endpoints(url: &str) -> BoxResult<(Vec<String>, Option<Credentials>)> {
     let rest = url.split_once("://").map(|(_, r)| r).ok_or_else(|| format!("{url:?}: expected etcd://host:port"))?;
     let rest = rest.trim_end_matches('/');
     let (auth, hosts) = rest.rsplit_once('@').map_or((None, rest), |(a, h)| (Some(a), h));
@@ -58,40 +55,20 @@ impl EtcdRaw {
         let (endpoints, user) = endpoints(url)?;
         let endpoints = endpoints.into_iter().map(Endpoint::from_shared).collect::<Result<Vec<_>, _>>()?;
         let channel = Channel::balance_list(endpoints.into_iter());
-        let token = match user {
-            Some((name, password)) => {
-                let reply = AuthClient::new(channel.clone()).authenticate(AuthenticateRequest { name, password }).await?;
-                Some(AsciiMetadataValue::try_from(reply.into_inner().token)?)
-            }
-            None => None,
+        let conn = match user {
+            Some((name, password)) => EtcdConn::authenticate(channel, &name, &password).await?,
+            None => EtcdConn::new(channel),
         };
-        Ok(EtcdRaw { channel, token })
-    }
-
-    /// `msg` as a request carrying the auth token.
-    fn req<T>(&self, msg: T) -> tonic::Request<T> {
-        let mut request = tonic::Request::new(msg);
-        if let Some(token) = &self.token {
-            request.metadata_mut().insert("token", token.clone());
-        }
-        request
-    }
-
-    fn kv(&self) -> KvClient<Channel> {
-        KvClient::new(self.channel.clone())
-    }
-
-    fn lease(&self) -> LeaseClient<Channel> {
-        LeaseClient::new(self.channel.clone())
+        Ok(EtcdRaw { conn })
     }
 
     async fn delete(&self, key: &str) -> BoxResult<i64> {
         let request = DeleteRangeRequest { key: key.into(), ..Default::default() };
-        Ok(self.kv().delete_range(self.req(request)).await?.into_inner().deleted)
+        Ok(self.conn.kv().delete_range(self.conn.req(request)).await?.into_inner().deleted)
     }
 
     pub async fn cycles(&self, span: Duration) -> BoxResult<Samples> {
-        let lease = self.lease().lease_grant(self.req(LeaseGrantRequest { ttl: LEASE_TTL_S, id: 0 })).await?;
+        let lease = self.conn.lease().lease_grant(self.conn.req(LeaseGrantRequest { ttl: LEASE_TTL_S, id: 0 })).await?;
         let lease = lease.into_inner().id;
         let absent = Compare {
             result: CompareResult::Equal as i32,
@@ -107,7 +84,7 @@ impl EtcdRaw {
             failure: Vec::new(),
         };
         let result = timed(span, || async {
-            let took = self.kv().txn(self.req(txn.clone())).await?.into_inner().succeeded;
+            let took = self.conn.kv().txn(self.conn.req(txn.clone())).await?.into_inner().succeeded;
             let freed = self.delete(KEY).await?;
             if !took || freed != 1 {
                 return Err(format!("raw etcd cycle on {KEY}: created={took} deleted={freed}; is it in use?").into());
@@ -115,7 +92,7 @@ impl EtcdRaw {
             Ok(())
         })
         .await;
-        let _ = self.lease().lease_revoke(self.req(LeaseRevokeRequest { id: lease })).await;
+        let _ = self.conn.lease().lease_revoke(self.conn.req(LeaseRevokeRequest { id: lease })).await;
         result
     }
 
@@ -125,7 +102,7 @@ impl EtcdRaw {
         let mut lat = Vec::with_capacity(n);
         for _ in 0..n {
             let t = Instant::now();
-            self.kv().put(self.req(PutRequest { key: RTT_KEY.into(), ..Default::default() })).await?;
+            self.conn.kv().put(self.conn.req(PutRequest { key: RTT_KEY.into(), ..Default::default() })).await?;
             lat.push(t.elapsed());
         }
         self.delete(RTT_KEY).await?;

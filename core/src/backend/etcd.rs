@@ -25,9 +25,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fencelock_proto::mvccpb::event::EventType;
-use tonic::Code;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
+use tonic::Code;
 
 use self::keys::{Keys, Queued, delete_own};
 use self::rpc::{EtcdError, Rpc, Settings, describe};
@@ -144,7 +144,9 @@ impl EtcdBackend {
 
     fn err(&self, e: EtcdError) -> Error {
         match e.code() {
-            Code::InvalidArgument | Code::PermissionDenied => Error::internal(format!("{}: {}", self.url, describe(&e))),
+            Code::InvalidArgument | Code::PermissionDenied => {
+                Error::internal(format!("{}: {}", self.url, describe(&e)))
+            }
             _ => Error::unavailable(format!("{}: {}", self.url, describe(&e))),
         }
     }
@@ -305,11 +307,8 @@ impl Backend for EtcdBackend {
             return Err(Error::internal("etcd wait: no queue entry"));
         };
         let waiting = async {
-            let found = self
-                .rpc
-                .range(ops::created_before(&prefix_of(&req.name), rev))
-                .await
-                .map_err(|e| self.err(e))?;
+            let found =
+                self.rpc.range(ops::created_before(&prefix_of(&req.name), rev)).await.map_err(|e| self.err(e))?;
             let at = ops::revision(found.header.as_ref());
             let Some(predecessor) = found.kvs.into_iter().next() else {
                 return Ok(());

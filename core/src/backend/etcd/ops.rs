@@ -96,7 +96,9 @@ pub(super) fn kvs(resp: &mut TxnResponse, index: usize) -> Vec<KeyValue> {
 
 /// Whether a Txn's delete removed a key.
 pub(super) fn deleted(resp: &TxnResponse) -> bool {
-    resp.responses.iter().any(|r| matches!(&r.response, Some(response_op::Response::ResponseDeleteRange(d)) if d.deleted > 0))
+    resp.responses
+        .iter()
+        .any(|r| matches!(&r.response, Some(response_op::Response::ResponseDeleteRange(d)) if d.deleted > 0))
 }
 
 /// The store revision a reply was made at.

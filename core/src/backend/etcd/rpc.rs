@@ -14,14 +14,11 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use fencelock_proto::etcdserverpb::auth_client::AuthClient;
-use fencelock_proto::etcdserverpb::kv_client::KvClient;
-use fencelock_proto::etcdserverpb::lease_client::LeaseClient;
-use fencelock_proto::etcdserverpb::watch_client::WatchClient;
+use fencelock_proto::EtcdConn;
 use fencelock_proto::etcdserverpb::{
-    AuthenticateRequest, LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
-    LeaseRevokeRequest, LeaseTimeToLiveRequest, LeaseTimeToLiveResponse, RangeRequest, RangeResponse, TxnRequest,
-    TxnResponse, WatchCreateRequest, WatchRequest, WatchResponse, watch_request,
+    LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseRevokeRequest,
+    LeaseTimeToLiveRequest, LeaseTimeToLiveResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+    WatchCreateRequest, WatchRequest, WatchResponse, watch_request,
 };
 use futures::channel::mpsc;
 use futures::{StreamExt, stream};
@@ -29,7 +26,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Request, Status, Streaming};
+use tonic::{Code, Status, Streaming};
 
 /// What a request to etcd fails with: a gRPC status (connection failures arrive as UNAVAILABLE).
 pub(super) type EtcdError = Status;
@@ -63,30 +60,7 @@ impl fmt::Debug for Rpc {
 }
 
 /// One endpoint's channel and token: what a request needs.
-#[derive(Clone)]
-pub(super) struct Conn {
-    channel: Channel,
-    token: Option<AsciiMetadataValue>,
-}
-
-impl Conn {
-    /// `msg` as a request carrying the auth token.
-    fn req<T>(&self, msg: T) -> Request<T> {
-        let mut request = Request::new(msg);
-        if let Some(token) = &self.token {
-            request.metadata_mut().insert("token", token.clone());
-        }
-        request
-    }
-
-    fn kv(&self) -> KvClient<Channel> {
-        KvClient::new(self.channel.clone())
-    }
-
-    fn lease(&self) -> LeaseClient<Channel> {
-        LeaseClient::new(self.channel.clone())
-    }
-}
+pub(super) type Conn = EtcdConn;
 
 /// How a failed request failed.
 #[derive(Debug, PartialEq, Eq)]
@@ -162,16 +136,16 @@ impl Rpc {
     /// token the server refused, replaced by a new one.
     async fn conn(&self, i: usize, stale: Option<&AsciiMetadataValue>) -> Result<Conn, Status> {
         let channel = self.channels[i].clone();
-        let Some((name, password)) = &self.user else { return Ok(Conn { channel, token: None }) };
-        let mut token = self.tokens[i].lock().await;
-        if token.is_none() || token.as_ref() == stale {
-            let request = AuthenticateRequest { name: name.clone(), password: password.clone() };
-            let reply = AuthClient::new(channel.clone()).authenticate(request).await?.into_inner();
-            let value = AsciiMetadataValue::try_from(reply.token)
-                .map_err(|_| Status::internal("etcd sent an auth token that is not ASCII"))?;
-            *token = Some(value);
+        let Some((name, password)) = &self.user else { return Ok(EtcdConn::new(channel)) };
+        let mut known = self.tokens[i].lock().await;
+        match known.as_ref() {
+            Some(token) if Some(token) != stale => Ok(EtcdConn { channel, token: Some(token.clone()) }),
+            _ => {
+                let conn = EtcdConn::authenticate(channel, name, password).await?;
+                known.clone_from(&conn.token);
+                Ok(conn)
+            }
         }
-        Ok(Conn { channel, token: token.clone() })
     }
 
     /// Moves the preference past endpoint `i` if it is still the preferred one (concurrent failures of one endpoint
@@ -299,7 +273,7 @@ impl Rpc {
         let request = WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) };
         self.call_on(self.request_timeout, |c| {
             let requests = open_stream(request.clone());
-            async move { WatchClient::new(c.channel.clone()).watch(c.req(requests)).await.map(tonic::Response::into_inner) }
+            async move { c.watch().watch(c.req(requests)).await.map(tonic::Response::into_inner) }
         })
         .await
     }
