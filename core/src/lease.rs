@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use crate::backend::Grant;
 use crate::client::Inner;
 use crate::error::{Error, ErrorKind, Result};
+use crate::mutant;
 use crate::options::validate_ttl;
 
 /// Clock drift allowed for when computing validity (the Redlock rule: 1 % of the TTL plus 2 ms).
@@ -137,7 +138,8 @@ impl Hold {
     /// The watchdog's renewal period: a third of the TTL, or of the backend's lease bound if shorter.
     pub(crate) fn renew_every(&self) -> Duration {
         let ttl = self.ttl();
-        self.inner.backend.lease_bound().map_or(ttl, |b| ttl.min(b)) / 3
+        self.inner.backend.lease_bound().map_or(ttl, |b| ttl.min(b))
+            / if mutant::active("watchdog_renews_at_ttl") { 1 } else { 3 }
     }
 
     pub(crate) fn valid_until(&self) -> Instant {
