@@ -313,10 +313,14 @@ impl Lease {
     }
 
     /// Releases this hold. `NotHeld` if this lease was already released; `LockLost` if the lock was lost while held
-    /// (the critical section was not protected).
+    /// (the critical section was not protected); `Closed` if its client was closed (which released it).
     pub async fn release(&self) -> Result<()> {
         if self.released.swap(true, Ordering::SeqCst) {
             return Err(Error::new(ErrorKind::NotHeld, format!("{}: already released", self.hold.describe())));
+        }
+        // `close` released every hold; the backend, whose connections are gone, has nothing to add.
+        if self.hold.inner.is_closed() {
+            return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.hold.describe())));
         }
         // A caller that stops waiting (a timeout, a cancelled RPC) must not leave the release half done: the name's
         // local gate would stay taken, and every later lock of it through this client would wait forever.
