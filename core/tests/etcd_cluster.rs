@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::etcd_raw::Raw;
 use fencelock::{Client, ErrorKind, LockOptions};
+use support::etcd_raw::Raw;
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
 /// The lock's TTL: the holder's lease must survive an election shorter than this.

@@ -54,8 +54,12 @@ impl Raw {
 
     /// How many keys lie under `prefix`, and the revision of that count.
     pub async fn count(&self, prefix: &str) -> Result<(i64, i64), Status> {
-        let range =
-            RangeRequest { key: prefix.into(), range_end: prefix_end(prefix.as_bytes()), count_only: true, ..Default::default() };
+        let range = RangeRequest {
+            key: prefix.into(),
+            range_end: prefix_end(prefix.as_bytes()),
+            count_only: true,
+            ..Default::default()
+        };
         let found = self.range(range).await?;
         Ok((found.count, found.header.map_or(0, |h| h.revision)))
     }
