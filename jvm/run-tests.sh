@@ -69,7 +69,7 @@ done
 if [[ -n $vt_java ]]; then
     step "virtual threads on Java $(java_feature "$vt_java") ($vt_java)"
     mvn_quiet -f "$ROOT/jvm" surefire:test -Djvm="$vt_java" -Dtest='ApiTest#virtualThreadsParkInJava' \
-        -Dsurefire.failIfNoSpecifiedTests=true -DargLine="-Dfencelock.requireVirtualThreads=true \
+        -Dsurefire.failIfNoSpecifiedTests=true -DargLine="--enable-native-access=ALL-UNNAMED -Dfencelock.requireVirtualThreads=true \
         -Djdk.virtualThreadScheduler.parallelism=2 -Djdk.virtualThreadScheduler.maxPoolSize=2"
     awk '/^Tests run:/ { split($0, f, /[:,] */); if (f[2] != 1 || f[4] + f[6] + f[8] != 0) bad = 1 }
          END { exit bad }' "$reports"/dev.fencelock.ApiTest.txt ||
