@@ -12,6 +12,7 @@ use crate::backend::{AcquireRequest, Attempt, Backend, Capability, LockInfo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Fence;
 use crate::lease::{Hold, Lease};
+use crate::mutant;
 use crate::options::{ClientOptions, LockOptions, validate_name};
 use crate::reentry::{Claim, Table};
 use crate::url::{default_url, open};
@@ -84,6 +85,9 @@ impl AbandonGuard<'_> {
 impl Drop for AbandonGuard<'_> {
     fn drop(&mut self) {
         let Some(queue) = self.queue.take() else { return };
+        if mutant::active("abort_leaves_record") {
+            return;
+        }
         let (backend, req) = (self.inner.backend.clone(), self.req.clone());
         self.inner.spawn_cleanup(async move {
             if let Err(e) = backend.abandon(&req).await {

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use crate::backend::Grant;
 use crate::client::Inner;
 use crate::error::{Error, ErrorKind, Result};
+use crate::mutant;
 use crate::options::validate_ttl;
 
 /// Clock drift allowed for when computing validity (the Redlock rule: 1 % of the TTL plus 2 ms).
@@ -137,7 +138,8 @@ impl Hold {
     /// The watchdog's renewal period: a third of the TTL, or of the backend's lease bound if shorter.
     pub(crate) fn renew_every(&self) -> Duration {
         let ttl = self.ttl();
-        self.inner.backend.lease_bound().map_or(ttl, |b| ttl.min(b)) / 3
+        self.inner.backend.lease_bound().map_or(ttl, |b| ttl.min(b))
+            / if mutant::active("watchdog_renews_at_ttl") { 1 } else { 3 }
     }
 
     pub(crate) fn valid_until(&self) -> Instant {
@@ -311,10 +313,14 @@ impl Lease {
     }
 
     /// Releases this hold. `NotHeld` if this lease was already released; `LockLost` if the lock was lost while held
-    /// (the critical section was not protected).
+    /// (the critical section was not protected); `Closed` if its client was closed (which released it).
     pub async fn release(&self) -> Result<()> {
         if self.released.swap(true, Ordering::SeqCst) {
             return Err(Error::new(ErrorKind::NotHeld, format!("{}: already released", self.hold.describe())));
+        }
+        // `close` released every hold; the backend, whose connections are gone, has nothing to add.
+        if self.hold.inner.is_closed() {
+            return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.hold.describe())));
         }
         // A caller that stops waiting (a timeout, a cancelled RPC) must not leave the release half done: the name's
         // local gate would stay taken, and every later lock of it through this client would wait forever.

@@ -33,6 +33,7 @@ mod client;
 mod error;
 mod fence;
 mod lease;
+mod mutant;
 mod options;
 mod reentry;
 mod url;

@@ -199,6 +199,7 @@ async fn close_releases_and_refuses_later_calls() {
     assert!(b.inspect("L").await.unwrap().holder.is_none(), "close must release held locks");
     assert_eq!(a.lock("M", &LockOptions::default()).await.unwrap_err().kind(), ErrorKind::Closed);
     assert_eq!(lease.renew(None).await.unwrap_err().kind(), ErrorKind::Closed);
+    assert_eq!(lease.release().await.unwrap_err().kind(), ErrorKind::Closed);
     assert_eq!(a.fence("R").read().await.unwrap_err().kind(), ErrorKind::Closed);
 }
 

@@ -77,7 +77,7 @@ impl Instances {
                 Ok("1"),
                 "redis-server is not installed"
             );
-            eprintln!("skipped: redis-server is not installed");
+            support::skipped("redis-server is not installed");
             return None;
         }
         let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();

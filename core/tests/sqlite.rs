@@ -56,3 +56,28 @@ async fn the_row_is_kept_after_release_so_tokens_never_reset() {
     second.release().await.unwrap();
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Cancel safety where it can bite: a SQLite attempt runs on a blocking thread and finishes after its future is
+/// dropped, so only the abandon removes the record it makes. (The memory backend's attempts never suspend.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_dropped_in_flight_leaves_no_record() {
+    let (dir, url) = fresh_db();
+    let (a, checker) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
+    let (mut in_flight, opts) = (0, LockOptions::default());
+    for _ in 0..20 {
+        let mut acquire = Box::pin(a.lock("L", &opts));
+        match futures::poll!(&mut acquire) {
+            // Suspended in the attempt's statement: dropping it now is the case under test.
+            std::task::Poll::Pending => in_flight += 1,
+            std::task::Poll::Ready(lease) => lease.unwrap().release().await.unwrap(),
+        }
+        drop(acquire);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while checker.inspect("L").await.unwrap().holder.is_some() || a.local_entries() != 0 {
+            assert!(tokio::time::Instant::now() < deadline, "a dropped acquire left the lock held");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    assert!(in_flight > 0, "no acquire was dropped in flight, so nothing was tested");
+    std::fs::remove_dir_all(dir).unwrap();
+}

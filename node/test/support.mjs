@@ -54,3 +54,12 @@ export function backends() {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Resolves once `check()` holds, polling every 5 ms; fails naming `what` after `ms`. */
+export async function until(check, what, ms = 5000) {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await sleep(5);
+  }
+}

@@ -19,6 +19,15 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
+async def queued(client: fencelock.aio.Client, within: float = 5.0) -> None:
+    """Returns once a lock() of `client` is inside its wait loop (the name has a local queue entry)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while client.local_entries() == 0:
+        assert loop.time() < deadline, f"lock() did not start waiting within {within}s"
+        await asyncio.sleep(0.005)
+
+
 async def free_soon(client: fencelock.aio.Client, name: str, within: float = 5.0) -> bool:
     """Whether `name` is free (and nothing is queued locally) within `within` seconds: cleanups run in the background."""
     loop = asyncio.get_running_loop()
@@ -74,7 +83,7 @@ def test_cancelled_lock_leaves_no_lock(sqlite_url: str, name: str) -> None:
         a, b = await fencelock.aio.connect(sqlite_url), await fencelock.aio.connect(sqlite_url)
         held = await b.lock(name)
         task = asyncio.create_task(a.lock(name))
-        await asyncio.sleep(0.1)
+        await queued(a)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -96,9 +105,9 @@ def test_cancel_racing_the_grant_leaves_no_lock(name: str) -> None:
         for i in range(20):
             held = await b.lock(name)
             task = asyncio.create_task(a.lock(name))
-            await asyncio.sleep(0.01)
+            await queued(a)
             await held.release()
-            await asyncio.sleep(0.0005 * i)
+            await asyncio.sleep(0.0005 * i)  # the cancel lands at a different point of the hand-off each time
             task.cancel()
             try:
                 lease = await task

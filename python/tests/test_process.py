@@ -38,11 +38,23 @@ def test_gil_released_while_waiting(sqlite_url: str, name: str) -> None:
     assert during > 100_000, f"the counting thread advanced only {during} times while lock() waited"
 
 
+# The child says "waiting" once its lock() is inside the client's wait loop (the name has a local queue entry), not
+# merely about to be called: a SIGINT before that would test nothing.
 CHILD = textwrap.dedent(
     """
-    import sys, time, fencelock
+    import sys, threading, time, fencelock
     client = fencelock.connect(sys.argv[1])
-    print("waiting", flush=True)
+
+    def announce():
+        deadline = time.monotonic() + 10
+        while client.local_entries() == 0:
+            if time.monotonic() > deadline:
+                print("lock() never started waiting", flush=True)
+                return
+            time.sleep(0.005)
+        print("waiting", flush=True)
+
+    threading.Thread(target=announce, daemon=True).start()
     try:
         client.lock(sys.argv[2])
     except KeyboardInterrupt:
@@ -65,7 +77,6 @@ def test_ctrl_c_interrupts_a_blocking_lock(sqlite_url: str, name: str) -> None:
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "waiting"
-        time.sleep(0.3)
         sent = time.monotonic()
         child.send_signal(signal.SIGINT)
         assert child.stdout.readline().strip() == "interrupted"

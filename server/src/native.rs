@@ -12,7 +12,8 @@ use tonic::{Request, Response, Status};
 use crate::proto::fencelock_v1::locks_server::Locks;
 use crate::proto::fencelock_v1::{
     FencedReadRequest, FencedReadResponse, FencedWriteRequest, FencedWriteResponse, LockRequest, LockResponse,
-    LostEvent, ReleaseRequest, ReleaseResponse, RenewRequest, RenewResponse, WatchLostRequest,
+    LostEvent, ReleaseRequest, ReleaseResponse, RenewRequest, RenewResponse, StatsRequest, StatsResponse,
+    WatchLostRequest,
 };
 use crate::registry::{NativeLease, Registry};
 use crate::status::{from_error, status};
@@ -72,6 +73,13 @@ impl Locks for NativeLocks {
     async fn fenced_read(&self, req: Request<FencedReadRequest>) -> Result<Response<FencedReadResponse>, Status> {
         let (token, value) = self.0.client().fence(&req.into_inner().resource).read().await.map_err(from_error)?;
         Ok(Response::new(FencedReadResponse { token, value }))
+    }
+
+    async fn stats(&self, _req: Request<StatsRequest>) -> Result<Response<StatsResponse>, Status> {
+        Ok(Response::new(StatsResponse {
+            leases: self.0.leases() as u64,
+            waiting_locks: self.0.waiting_locks() as u64,
+        }))
     }
 
     type WatchLostStream = Pin<Box<dyn Stream<Item = Result<LostEvent, Status>> + Send>>;

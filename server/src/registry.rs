@@ -3,7 +3,7 @@
 //! lease ids never collide.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -98,6 +98,23 @@ pub struct Registry {
     tables: Mutex<Tables>,
     next_id: AtomicU64,
     shutdown: watch::Sender<bool>,
+    waiting: AtomicUsize,
+}
+
+/// Counts one Lock call as waiting while it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The error etcd gives for a lease it does not know.
@@ -117,7 +134,18 @@ impl Registry {
             tables: Mutex::default(),
             next_id: AtomicU64::new(seed.max(1)),
             shutdown: watch::Sender::new(false),
+            waiting: AtomicUsize::new(0),
         })
+    }
+
+    /// Leases held now, etcd and native together.
+    pub fn leases(&self) -> usize {
+        self.tables().len()
+    }
+
+    /// Lock calls inside the wait for their lock now.
+    pub fn waiting_locks(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
     }
 
     /// The fencelock client locks go through.
@@ -273,11 +301,13 @@ impl Registry {
         // The backend TTL is the lease's, renewed by the watchdog while the lease lives; on a crash of fencelockd the
         // backend lock expires one TTL later, as the etcd lease would have.
         let opts = LockOptions::default().ttl(lease.ttl).owner(format!("etcd-lease-{id:x}"));
+        let waiting = Waiting::new(&self.waiting);
         let held = tokio::select! {
             r = self.client.lock(name, &opts) => r.map_err(from_error)?,
             _ = lease.gone() => return Err(lease_not_found()),
             _ = self.shutting_down() => return Err(self.shut()),
         };
+        drop(waiting);
         let mut locks = lease.locks.lock().await;
         if *lease.gone.borrow() {
             drop(locks);
@@ -324,10 +354,12 @@ impl Registry {
         if let Some(t) = timeout {
             opts = opts.timeout(t);
         }
+        let waiting = (!once).then(|| Waiting::new(&self.waiting));
         let got = tokio::select! {
             r = async { if once { self.client.try_lock(name, &opts).await } else { self.client.lock(name, &opts).await.map(Some) } } => r.map_err(from_error)?,
             _ = self.shutting_down() => return Err(self.shut()),
         };
+        drop(waiting);
         let Some(lease) = got else { return Ok(None) };
         let native = match self.insert_native(lease) {
             Ok(native) => native,

@@ -52,11 +52,12 @@ async fn lock_excludes_the_sdk_and_unlock_frees_it() {
             let (d2, name) = (d.locks(), name.clone());
             async move { d2.clone().lock(LockRequest { name: name.into_bytes(), lease }).await }
         });
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        d.until_waiting(1).await;
         assert!(!waiting.is_finished(), "{url}: Lock waits while the SDK holds");
         let sdk_fence = sdk_lease.fence();
         sdk_lease.release().await.unwrap();
         let got = within("waiting Lock", 10, waiting).await.unwrap().expect("Lock after the SDK released");
+        d.until_waiting(0).await;
         assert!(got.into_inner().header.unwrap().revision as u64 > sdk_fence, "{url}");
 
         // Unlocking a key twice: the second is NOT_HELD (FAILED_PRECONDITION).
@@ -130,7 +131,7 @@ async fn revoke_releases_at_once_and_wakes_a_waiting_lock() {
             let (mut locks, name) = (d.locks(), name.clone());
             async move { locks.lock(LockRequest { name: name.into_bytes(), lease: second }).await }
         });
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        d.until_waiting(1).await;
         assert!(!waiter.is_finished(), "{url}: a second lease waits");
         let ids: Vec<i64> = d
             .leases()
@@ -154,10 +155,11 @@ async fn revoke_releases_at_once_and_wakes_a_waiting_lock() {
             let (mut locks, name) = (d.locks(), name.clone());
             async move { locks.lock(LockRequest { name: name.into_bytes(), lease: third }).await }
         });
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        d.until_waiting(1).await;
         d.leases().lease_revoke(LeaseRevokeRequest { id: third }).await.expect("revoke the waiting lease");
         let err = within("the revoked waiter", 10, waiter).await.unwrap().unwrap_err();
         assert_eq!(err.code(), Code::NotFound, "{url}: {err:?}");
+        d.until_waiting(0).await;
     }
 }
 

@@ -73,7 +73,7 @@ async fn try_lock_renew_release_and_fenced_writes() {
             let (mut native, name) = (native.clone(), name.clone());
             async move { native.lock(req(&name, 5_000, 10_000)).await }
         });
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        d.until_waiting(1).await;
         assert!(!waiter.is_finished(), "{url}: waits while the SDK holds");
         sdk_lease.release().await.unwrap();
         let got = within("native Lock", 10, waiter).await.unwrap().expect("lock").into_inner();

@@ -14,6 +14,7 @@ use super::{
     unix_micros,
 };
 use crate::error::Result;
+use crate::mutant;
 
 #[derive(Debug, Default)]
 struct Record {
@@ -113,7 +114,10 @@ impl Backend for MemoryBackend {
         let now = Instant::now();
         let mut locks = self.locks();
         match locks.get_mut(&grant.name) {
-            Some(rec) if rec.live_holder(now) == Some(&grant.holder) && rec.counter == grant.token => {
+            Some(rec)
+                if mutant::active("renew_extends_lost_lease")
+                    || (rec.live_holder(now) == Some(&grant.holder) && rec.counter == grant.token) =>
+            {
                 rec.expires = Some(now + ttl);
                 Ok(())
             }
@@ -122,6 +126,9 @@ impl Backend for MemoryBackend {
     }
 
     async fn release(&self, grant: &Grant) -> Result<()> {
+        if mutant::active("release_skips_holder_check") {
+            return self.force_release(&grant.name).await.map(drop);
+        }
         let now = Instant::now();
         {
             let mut locks = self.locks();
@@ -179,7 +186,7 @@ impl Backend for MemoryBackend {
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
         let mut fences = self.store.fences.lock().unwrap();
         let slot = fences.entry(resource.to_string()).or_default();
-        if token < slot.0 {
+        if token < slot.0 && !mutant::active("fence_accepts_older_token") {
             return Err(fenced(resource, &self.url, token, slot.0));
         }
         *slot = (token, value.to_vec());

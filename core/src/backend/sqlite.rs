@@ -2,7 +2,7 @@
 //! file. Every step is one statement, so SQLite's own locking makes it atomic; the fence counter stays in the row
 //! after release, so tokens never go backwards while the file lives (a new file seeds it from the clock).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,6 +14,7 @@ use super::{
     unix_micros,
 };
 use crate::error::{Error, Result};
+use crate::mutant;
 use crate::options::ClientOptions;
 
 const SCHEMA: &str = "
@@ -47,7 +48,9 @@ const FENCE_WRITE: &str = "
 /// The embedded SQLite backend.
 #[derive(Debug)]
 pub(crate) struct SqliteBackend {
-    conn: Arc<Mutex<Connection>>,
+    // A fair (FIFO) lock, taken before a statement goes to its blocking thread: statements run in the order they were
+    // issued, so the abandon of an acquire dropped in flight always runs after that acquire's upsert, never before it.
+    conn: Arc<tokio::sync::Mutex<Connection>>,
     url: String,
     busy_deadline: Duration,
 }
@@ -73,7 +76,8 @@ impl SqliteBackend {
         .await
         .map_err(|e| Error::internal(e.to_string()))?
         .map_err(|e| Error::unavailable(format!("{url}: cannot open the database file: {e}")))?;
-        let backend = SqliteBackend { conn: Arc::new(Mutex::new(conn)), url, busy_deadline: opts.connect_timeout };
+        let backend =
+            SqliteBackend { conn: Arc::new(tokio::sync::Mutex::new(conn)), url, busy_deadline: opts.connect_timeout };
         // WAL lets readers and one writer overlap; switching needs an exclusive moment, so it is retried on BUSY.
         backend
             .run(|c| {
@@ -91,11 +95,10 @@ impl SqliteBackend {
         T: Send + 'static,
         F: Fn(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let conn = self.conn.clone();
+        let conn = self.conn.clone().lock_owned().await;
         let deadline = Instant::now() + self.busy_deadline;
         let url = self.url.clone();
         tokio::task::spawn_blocking(move || {
-            let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
             loop {
                 match f(&conn) {
                     Err(e) if is_busy(&e) && Instant::now() < deadline => {
@@ -159,10 +162,13 @@ impl Backend for SqliteBackend {
                 .execute(params![name, holder, token, now, ttl])
             })
             .await?;
-        if n == 0 { Err(lock_lost(grant, &self.url)) } else { Ok(()) }
+        if n == 0 && !mutant::active("renew_extends_lost_lease") { Err(lock_lost(grant, &self.url)) } else { Ok(()) }
     }
 
     async fn release(&self, grant: &Grant) -> Result<()> {
+        if mutant::active("release_skips_holder_check") {
+            return self.force_release(&grant.name).await.map(drop);
+        }
         let (name, holder, token) = (grant.name.clone(), grant.holder.clone(), grant.token as i64);
         // An expired row of ours is already free for others, so only a live one counts as released.
         let n = self
@@ -243,8 +249,10 @@ impl Backend for SqliteBackend {
             })
             .await?;
         match outcome {
-            None => Ok(()),
-            Some(highest) => Err(fenced(resource, &self.url, token, highest as u64)),
+            Some(highest) if !mutant::active("fence_accepts_older_token") => {
+                Err(fenced(resource, &self.url, token, highest as u64))
+            }
+            _ => Ok(()),
         }
     }
 

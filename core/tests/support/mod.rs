@@ -3,7 +3,7 @@
 
 mod services;
 #[allow(unused_imports, reason = "each test binary uses a different subset")]
-pub use services::{service_url, unique};
+pub use services::{service_url, skipped, unique};
 
 pub mod etcd_raw;
 pub mod members;

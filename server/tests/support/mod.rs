@@ -6,6 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use fencelockd::proto::etcdserverpb::lease_client::LeaseClient;
+use fencelockd::proto::fencelock_v1::StatsRequest;
 use fencelockd::proto::fencelock_v1::locks_client::LocksClient;
 use fencelockd::proto::v3lockpb::lock_client::LockClient;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -15,7 +16,7 @@ use tonic::transport::Channel;
 #[path = "../../../core/tests/support/services.rs"]
 mod services;
 #[allow(unused_imports, reason = "each test binary uses a different subset")]
-pub use services::{service_url, unique};
+pub use services::{service_url, skipped, unique};
 
 /// The backends every test runs on: a fresh SQLite file and, when started, Redis.
 pub fn backends() -> Vec<String> {
@@ -67,6 +68,24 @@ impl Daemon {
 
     pub fn native(&self) -> LocksClient<Channel> {
         LocksClient::new(self.channel.clone())
+    }
+
+    /// Returns once fencelockd's own count of waiting Lock calls (its Stats) is `n`: a Lock call is inside the wait,
+    /// not merely sent. Panics after 10 s.
+    pub async fn until_waiting(&self, n: u64) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let stats = self.native().stats(StatsRequest {}).await.expect("Stats").into_inner();
+            if stats.waiting_locks == n {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "fencelockd counts {} waiting Lock calls, not {n}",
+                stats.waiting_locks
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// A fencelock SDK client on the same backend.
