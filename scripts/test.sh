@@ -109,6 +109,9 @@ main() {
     stage c ffi/tests/run.sh
     stage server server/run-tests.sh
     stage faults tests/faults/run.sh
+    # Every deliberate bug of core/src/mutant.rs must fail a test. In the build stage's target dir, so only core and
+    # its tests rebuild; after every stage that runs the normal build's binaries.
+    stage mutants env FENCELOCK_MUTANTS_TARGET="$ROOT/target" tests/mutants/run.sh
     if have_cargo_tool clippy; then
         stage clippy cargo clippy --workspace --all-targets -- -D warnings
     else
