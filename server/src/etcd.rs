@@ -64,13 +64,19 @@ impl Lease for EtcdLeases {
         // Each request restarts its lease's TTL; like etcd, a lease that no longer exists is answered with TTL 0.
         let out = req
             .into_inner()
-            .map(move |r| {
-                let r = r?;
-                let ttl = registry.keep_alive(r.id).map_or(0, |t| t.as_secs() as i64);
-                if ttl == 0 {
-                    tracing::debug!(lease = format_args!("{:x}", r.id), "keep-alive for a lease that no longer exists");
+            .then(move |r| {
+                let registry = registry.clone();
+                async move {
+                    let r = r?;
+                    let ttl = registry.keep_alive(r.id).await.map_or(0, |t| t.as_secs() as i64);
+                    if ttl == 0 {
+                        tracing::debug!(
+                            lease = format_args!("{:x}", r.id),
+                            "keep-alive for a lease that no longer exists"
+                        );
+                    }
+                    Ok(LeaseKeepAliveResponse { header: header(0), id: r.id, ttl })
                 }
-                Ok(LeaseKeepAliveResponse { header: header(0), id: r.id, ttl })
             })
             // Graceful shutdown waits for open streams, so they end when it starts.
             .take_until(self.0.shutting_down());

@@ -25,7 +25,7 @@ pub struct EtcdLease {
     deadline: Mutex<Instant>,
     /// Lock name → the backend lease held for it. Checked against `gone` under this lock, so a lock acquired while
     /// the lease expires is either drained by the expiry or released by its acquirer.
-    locks: tokio::sync::Mutex<HashMap<String, Lease>>,
+    locks: tokio::sync::Mutex<HashMap<String, Held>>,
     /// Set once, when the lease is revoked, expires or the server shuts down.
     gone: watch::Sender<bool>,
 }
@@ -55,6 +55,13 @@ impl EtcdLease {
         keys.sort();
         keys
     }
+}
+
+/// A backend lock held for an etcd lease; dropping it (Unlock, or the lease's end) stops its loss watcher.
+#[derive(Debug)]
+struct Held {
+    lease: Arc<Lease>,
+    _watching: tokio::sync::oneshot::Sender<()>,
 }
 
 /// One native lease: a backend lock whose client renews it (no server-side watchdog).
@@ -251,8 +258,11 @@ impl Registry {
     /// Marks `lease` gone and releases every lock it holds through the backend.
     async fn end_etcd(&self, lease: &EtcdLease) {
         lease.gone.send_replace(true);
-        let locks: Vec<(String, Lease)> = lease.locks.lock().await.drain().collect();
+        let locks: Vec<(String, Arc<Lease>)> = lease.locks.lock().await.drain().map(|(n, h)| (n, h.lease)).collect();
         for (name, held) in locks {
+            if held.is_lost() {
+                continue; // nothing of it is left on the backend to release
+            }
             match held.release().await {
                 Ok(()) => {
                     tracing::info!(lease = format_args!("{:x}", lease.id), lock = %name, fence = held.fence(), "lock released with its lease")
@@ -276,12 +286,55 @@ impl Registry {
         ids
     }
 
-    /// Restarts lease `id`'s TTL; its TTL, or `None` if it no longer exists.
-    pub fn keep_alive(&self, id: i64) -> Option<Duration> {
+    /// Restarts lease `id`'s TTL; its TTL, or `None` if it no longer exists. An etcd client takes a live lease to
+    /// mean its locks are held, so each keep-alive first renews them on the backend: one found lost ends the lease
+    /// (the client sees TTL 0) rather than being kept alive while somebody else holds the lock.
+    pub async fn keep_alive(&self, id: i64) -> Option<Duration> {
+        let lease = self.etcd_lease(id)?;
+        let locks: Vec<(String, Arc<Lease>)> =
+            lease.locks.lock().await.iter().map(|(n, h)| (n.clone(), h.lease.clone())).collect();
+        let renewals = locks.iter().map(|(_, held)| {
+            // A slow backend must not hold the reply past the client's patience; a renewal that does not finish in
+            // time leaves the lock as the watchdog knows it (lost only once its validity ran out).
+            tokio::time::timeout(lease.ttl / 3, held.renew(None))
+        });
+        let outcomes = futures::future::join_all(renewals).await;
+        let lost = locks.iter().zip(&outcomes).find(|((_, held), outcome)| {
+            held.is_lost()
+                || matches!(outcome, Ok(Err(e)) if matches!(e.kind(), ErrorKind::LockLost | ErrorKind::NotHeld))
+        });
+        if let Some(((name, _), _)) = lost {
+            self.end_lost(&lease, name).await;
+            return None;
+        }
         let tables = self.tables();
         let lease = tables.etcd.get(&id)?;
         *lease.deadline.lock().expect("deadline lock") = Instant::now() + lease.ttl;
         Some(lease.ttl)
+    }
+
+    /// Ends `lease` because its lock on `name` was lost on the backend (expired unrenewed, deleted, or gone with the
+    /// server's data), as etcd would end a session whose lease expired: its keep-alives get TTL 0 from now on.
+    async fn end_lost(&self, lease: &EtcdLease, name: &str) {
+        if self.tables().etcd.remove(&lease.id).is_some() {
+            tracing::warn!(lease = format_args!("{:x}", lease.id), lock = %name, "lease ended: its lock was lost on the backend");
+            self.end_etcd(lease).await;
+        }
+    }
+
+    /// Ends `lease` as soon as the core reports its lock `held` lost (the watchdog's renewal refused, or its validity
+    /// ran out), so the client learns of the loss at its next keep-alive rather than at Unlock.
+    async fn watch_lost(
+        self: Arc<Self>,
+        lease: Arc<EtcdLease>,
+        name: String,
+        held: Arc<Lease>,
+        unheld: tokio::sync::oneshot::Receiver<()>,
+    ) {
+        tokio::select! {
+            _ = unheld => {}
+            _ = held.lost() => self.end_lost(&lease, &name).await,
+        }
     }
 
     /// Revokes lease `id` and releases its locks.
@@ -293,10 +346,10 @@ impl Registry {
     }
 
     /// Takes lock `name` for etcd lease `id`, waiting while someone else holds it; returns the key and the fence.
-    pub async fn lock_for(&self, id: i64, name: &str) -> Result<(String, u64), Status> {
+    pub async fn lock_for(self: &Arc<Self>, id: i64, name: &str) -> Result<(String, u64), Status> {
         let lease = self.etcd_lease(id).ok_or_else(lease_not_found)?;
         if let Some(held) = lease.locks.lock().await.get(name) {
-            return Ok((lease.key(name), held.fence()));
+            return Ok((lease.key(name), held.lease.fence()));
         }
         // The backend TTL is the lease's, renewed by the watchdog while the lease lives; on a crash of fencelockd the
         // backend lock expires one TTL later, as the etcd lease would have.
@@ -320,8 +373,11 @@ impl Registry {
             drop(locks);
             let _ = held.release().await;
         } else {
-            locks.insert(name.to_string(), held);
+            let held = Arc::new(held);
+            let (watching, unheld) = tokio::sync::oneshot::channel();
+            locks.insert(name.to_string(), Held { lease: held.clone(), _watching: watching });
             tracing::debug!(lease = format_args!("{id:x}"), lock = %name, fence, "lock acquired");
+            tokio::spawn(self.clone().watch_lost(lease.clone(), name.to_string(), held, unheld));
         }
         Ok((lease.key(name), fence))
     }
@@ -332,7 +388,7 @@ impl Registry {
         let (name, id) = key.rsplit_once('/').ok_or_else(not_held)?;
         let id = i64::from_str_radix(id, 16).map_err(|_| not_held())?;
         let lease = self.etcd_lease(id).ok_or_else(not_held)?;
-        let held = lease.locks.lock().await.remove(name).ok_or_else(not_held)?;
+        let held = lease.locks.lock().await.remove(name).ok_or_else(not_held)?.lease;
         let fence = held.fence();
         held.release().await.map_err(from_error)?;
         tracing::debug!(lease = format_args!("{id:x}"), lock = %name, fence, "lock released");

@@ -120,6 +120,61 @@ async fn a_lease_without_keep_alives_expires_and_releases_its_locks() {
     }
 }
 
+/// One keep-alive on `lease`: the TTL fencelockd answers with.
+async fn keep_alive(d: &Daemon, lease: i64) -> i64 {
+    let mut replies = d
+        .leases()
+        .lease_keep_alive(tokio_stream::iter([LeaseKeepAliveRequest { id: lease }]))
+        .await
+        .expect("keep-alive stream")
+        .into_inner();
+    within("keep-alive reply", 10, replies.message()).await.expect("keep-alive").expect("a reply").ttl
+}
+
+/// TimeToLive of `lease`: -1 once it no longer exists.
+async fn time_to_live(d: &Daemon, lease: i64) -> i64 {
+    d.leases().lease_time_to_live(LeaseTimeToLiveRequest { id: lease, keys: false }).await.unwrap().into_inner().ttl
+}
+
+// An etcd client takes a live lease to mean its locks are held (etcd's Session.Done). When the backend lock goes
+// (here deleted by an operator, as Redis without persistence loses it in a restart) and someone else takes it, the
+// lease must end: a keep-alive that still said TTL > 0 would tell the old holder it may go on writing.
+#[tokio::test]
+async fn a_lock_lost_on_the_backend_ends_its_lease() {
+    for url in backends() {
+        let d = Daemon::start(&url, &[]).await;
+        let sdk = d.sdk().await;
+
+        // Caught by the keep-alive itself, at once: it renews the lease's locks on the backend before answering.
+        let name = unique("etcd-lost-ka");
+        let lease = grant(&d, 30).await;
+        let (key, _) = lock(&d, &name, lease).await.expect("lock");
+        assert_eq!(keep_alive(&d, lease).await, 30, "{url}: held, the lease lives");
+        assert!(sdk.force_release(&name).await.unwrap(), "{url}: the record was there to delete");
+        let other = sdk.try_lock(&name, &LockOptions::default()).await.unwrap().expect("the SDK takes the freed lock");
+        assert_eq!(keep_alive(&d, lease).await, 0, "{url}: the keep-alive after the loss ends the lease");
+        assert_eq!(time_to_live(&d, lease).await, -1, "{url}: the lease is gone");
+        let unlock = d.locks().unlock(UnlockRequest { key: key.into_bytes() }).await.unwrap_err();
+        assert_eq!(unlock.metadata().get("fencelock-error").unwrap(), "NOT_HELD", "{url}: {unlock:?}");
+        assert!(!other.is_lost(), "{url}: ending the lease left the new holder's lock alone");
+        other.release().await.unwrap();
+
+        // Caught by the watchdog with no keep-alive sent: its next renewal (every TTL/3, 3 s here) is refused and the
+        // lease ends long before its own TTL would have run out.
+        let name = unique("etcd-lost-wd");
+        let lease = grant(&d, 9).await;
+        lock(&d, &name, lease).await.expect("lock");
+        assert!(sdk.force_release(&name).await.unwrap(), "{url}");
+        let other = sdk.try_lock(&name, &LockOptions::default()).await.unwrap().expect("the SDK takes the freed lock");
+        let since = Instant::now();
+        while time_to_live(&d, lease).await != -1 {
+            assert!(since.elapsed() < Duration::from_secs(8), "{url}: the lease outlived the watchdog's renewal");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        other.release().await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn revoke_releases_at_once_and_wakes_a_waiting_lock() {
     for url in backends() {
