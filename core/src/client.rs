@@ -1,18 +1,17 @@
 //! `Client`: connects to one backend and hands out leases. It adds what backends lack: acquire deadlines and the
 //! wait loop, the local queue and reentrancy, the watchdog, and cancel safety.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::runtime::Handle;
 use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 
-use crate::backend::{AcquireRequest, Attempt, Backend, Capability, LockInfo};
+use crate::backend::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Fence;
 use crate::lease::{Hold, Lease};
-use crate::mutant;
 use crate::options::{ClientOptions, LockOptions, validate_name};
 use crate::reentry::{Claim, Table};
 use crate::url::{default_url, open};
@@ -60,42 +59,101 @@ impl Inner {
     }
 }
 
+/// The local queue place of one name: its gate, then its claim (a tuple drops in order, and the claim tidies the
+/// slot away only once the gate is gone).
+type QueuePlace = (OwnedMutexGuard<()>, Claim);
+
+/// A queue place shared by a call and its attempt's undo: whichever takes it first keeps it.
+type SharedPlace = Arc<Mutex<Option<QueuePlace>>>;
+
+/// One `lock` or `try_lock` call, in the steps it takes.
+struct Call<'a> {
+    inner: &'a Arc<Inner>,
+    name: &'a str,
+    opts: &'a LockOptions,
+    once: bool,
+    deadline: Option<Instant>,
+}
+
+impl<'a> Call<'a> {
+    fn new(inner: &'a Arc<Inner>, name: &'a str, opts: &'a LockOptions, once: bool) -> Self {
+        let deadline = if once { None } else { opts.timeout.map(|t| Instant::now() + t) };
+        Call { inner, name, opts, once, deadline }
+    }
+
+    fn what(&self) -> String {
+        format!("lock {:?} on {}", self.name, self.inner.backend.describe())
+    }
+
+    fn timed_out(&self) -> Error {
+        let waited = self.opts.timeout.unwrap_or_default();
+        Error::new(ErrorKind::Timeout, format!("{}: still held by another after {waited:?}", self.what()))
+    }
+
+    /// The local queue: at most one contender per name per client reaches the backend. `None` for a `try_lock` that
+    /// finds another local owner ahead.
+    async fn enter_local_queue(&self) -> Result<Option<QueuePlace>> {
+        let claim = self.inner.table.claim(self.name);
+        let gate = match (self.once, self.deadline) {
+            (true, _) => match claim.try_enter() {
+                Some(g) => g,
+                None => return Ok(None),
+            },
+            (false, Some(d)) => tokio::time::timeout_at(d, claim.enter()).await.map_err(|_| self.timed_out())?,
+            (false, None) => claim.enter().await,
+        };
+        Ok(Some((gate, claim)))
+    }
+
+    /// The backend's attempt for this call. Its undo of an attempt in doubt keeps the queue place until done: a later
+    /// call of this client on the name carries the same holder on most backends, and an undo running after it would
+    /// delete its fresh record.
+    fn begin(&self, place: QueuePlace) -> (Box<dyn Pending>, SharedPlace) {
+        let inner = self.inner;
+        let owner = self
+            .opts
+            .owner
+            .clone()
+            .unwrap_or_else(|| format!("call-{}", inner.next_anon.fetch_add(1, Ordering::Relaxed)));
+        let req =
+            AcquireRequest { name: self.name.to_string(), holder: format!("{}:{owner}", inner.id), ttl: self.opts.ttl };
+        let place: SharedPlace = Arc::new(Mutex::new(Some(place)));
+        let (lent, cleaner) = (place.clone(), inner.clone());
+        let undo = Undo::new(move |task, hold_queue| {
+            let held = if hold_queue { lent.lock().unwrap_or_else(|p| p.into_inner()).take() } else { None };
+            cleaner.spawn_cleanup(async move {
+                task.await;
+                drop(held);
+            });
+        });
+        (inner.backend.clone().begin(req, undo), place)
+    }
+
+    /// Turns a grant into a lease that holds the name's gate and is renewed by the watchdog.
+    fn hold(&self, grant: Grant, sent: Instant, place: &SharedPlace) -> Lease {
+        let (gate, _claim) =
+            place.lock().unwrap_or_else(|p| p.into_inner()).take().expect("a call keeps its place until granted");
+        tracing::debug!(lock = %self.name, token = grant.token, "acquired");
+        let (inner, opts) = (self.inner, self.opts);
+        let hold = Arc::new(Hold::new(inner.clone(), grant, opts.owner.clone(), opts.ttl, sent, opts.watchdog, gate));
+        inner.table.register(&hold);
+        inner.watchdog.watch(&hold);
+        Lease::new(hold)
+    }
+
+    /// After a busy attempt: waits until the lock is probably free; `Timeout` once the deadline has passed.
+    async fn wait_turn(&self, pending: &mut dyn Pending, busy: &Busy) -> Result<()> {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(self.timed_out());
+        }
+        pending.wait(busy, self.deadline).await.map_err(|e| e.context(self.what()))
+    }
+}
+
 /// A connection to one lock backend. Cheap to clone; clones share leases and connections.
 #[derive(Debug, Clone)]
 pub struct Client {
     inner: Arc<Inner>,
-}
-
-/// Releases whatever an acquire dropped in flight may have created on the backend.
-struct AbandonGuard<'a> {
-    inner: &'a Arc<Inner>,
-    req: &'a AcquireRequest,
-    /// The local queue place, held by the abandon until it is done: a later acquire by this client on the same name
-    /// carries the same holder on most backends, and an abandon running after it would delete its fresh record.
-    queue: Option<(OwnedMutexGuard<()>, Claim)>,
-}
-
-impl AbandonGuard<'_> {
-    /// The attempt had a definite outcome: nothing to undo.
-    fn disarm(mut self) -> (OwnedMutexGuard<()>, Claim) {
-        self.queue.take().expect("armed guard")
-    }
-}
-
-impl Drop for AbandonGuard<'_> {
-    fn drop(&mut self) {
-        let Some(queue) = self.queue.take() else { return };
-        if mutant::active("abort_leaves_record") {
-            return;
-        }
-        let (backend, req) = (self.inner.backend.clone(), self.req.clone());
-        self.inner.spawn_cleanup(async move {
-            if let Err(e) = backend.abandon(&req).await {
-                tracing::warn!(lock = %req.name, error = %e, "could not clean up a cancelled acquire; it expires after its TTL");
-            }
-            drop(queue); // the gate first, then the claim, which tidies the queue slot away
-        });
-    }
 }
 
 impl Client {
@@ -154,77 +212,21 @@ impl Client {
     }
 
     async fn acquire(&self, name: &str, opts: &LockOptions, once: bool) -> Result<Option<Lease>> {
-        let inner = &self.inner;
-        inner.check_open()?;
+        self.inner.check_open()?;
         opts.validate(name)?;
-        let what = || format!("lock {name:?} on {}", inner.backend.describe());
-        let deadline = if once { None } else { opts.timeout.map(|t| Instant::now() + t) };
-        let timed_out = || {
-            Error::new(
-                ErrorKind::Timeout,
-                format!("{}: still held by another after {:?}", what(), opts.timeout.unwrap_or_default()),
-            )
-        };
-
-        if let Some(hold) = opts.owner.as_deref().and_then(|owner| inner.table.reenter(name, owner)) {
+        if let Some(hold) = opts.owner.as_deref().and_then(|owner| self.inner.table.reenter(name, owner)) {
             return Ok(Some(Lease::new(hold?)));
         }
-
-        // The local queue: at most one contender per name per client reaches the backend.
-        let claim = inner.table.claim(name);
-        let gate = match (once, deadline) {
-            (true, _) => match claim.try_enter() {
-                Some(g) => g,
-                None => return Ok(None),
-            },
-            (false, Some(d)) => tokio::time::timeout_at(d, claim.enter()).await.map_err(|_| timed_out())?,
-            (false, None) => claim.enter().await,
-        };
-
-        let owner =
-            opts.owner.clone().unwrap_or_else(|| format!("call-{}", inner.next_anon.fetch_add(1, Ordering::Relaxed)));
-        let req = AcquireRequest { name: name.to_string(), holder: format!("{}:{owner}", inner.id), ttl: opts.ttl };
-        let mut ticket = None;
-        // The gate before the claim: a tuple drops in order, and the claim tidies the slot only once the gate is gone.
-        let mut queue = (gate, claim);
+        let call = Call::new(&self.inner, name, opts, once);
+        let Some(place) = call.enter_local_queue().await? else { return Ok(None) };
+        let (mut pending, place) = call.begin(place);
         loop {
-            inner.check_open()?;
+            self.inner.check_open()?;
             let sent = Instant::now();
-            let guard = AbandonGuard { inner, req: &req, queue: Some(queue) };
-            let attempt = match inner.backend.try_acquire(&req, &mut ticket).await {
-                Ok(attempt) => attempt,
-                // Refused before it reached the backend: nothing to undo, and the queue place goes at once.
-                Err(e)
-                    if matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Unsupported | ErrorKind::Closed) =>
-                {
-                    drop(guard.disarm());
-                    return Err(e.context(what()));
-                }
-                Err(e) => return Err(e.context(what())), // the outcome is unknown: the guard's abandon undoes it
-            };
-            queue = guard.disarm();
-            match attempt {
-                Attempt::Acquired(grant) => {
-                    let (gate, _claim) = queue;
-                    tracing::debug!(lock = %name, token = grant.token, "acquired");
-                    let hold = Arc::new(Hold::new(
-                        inner.clone(),
-                        grant,
-                        opts.owner.clone(),
-                        opts.ttl,
-                        sent,
-                        opts.watchdog,
-                        gate,
-                    ));
-                    inner.table.register(&hold);
-                    inner.watchdog.watch(&hold);
-                    return Ok(Some(Lease::new(hold)));
-                }
+            match pending.try_acquire().await.map_err(|e| e.context(call.what()))? {
+                Attempt::Acquired(grant) => return Ok(Some(call.hold(grant, sent, &place))),
                 Attempt::Busy(_) if once => return Ok(None),
-                Attempt::Busy(_) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(timed_out()),
-                Attempt::Busy(busy) => {
-                    inner.backend.wait(&req, &busy, &mut ticket, deadline).await.map_err(|e| e.context(what()))?;
-                }
+                Attempt::Busy(busy) => call.wait_turn(&mut *pending, &busy).await?,
             }
         }
     }

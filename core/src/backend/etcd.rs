@@ -15,7 +15,8 @@
 //!
 //! An uncontended acquire + release is two round trips (the Txn, the delete), plus one lease grant per client and TTL.
 
-mod keys;
+mod attempt;
+mod deletes;
 mod ops;
 mod rpc;
 mod session;
@@ -25,14 +26,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fencelock_proto::mvccpb::event::EventType;
-use tokio::runtime::Handle;
-use tokio::time::Instant;
 use tonic::Code;
 
-use self::keys::{Keys, Queued, delete_own};
+use self::attempt::EtcdAttempt;
+use self::deletes::{Deletes, delete_own};
 use self::rpc::{EtcdError, Rpc, Settings, describe};
 use self::session::{Refresh, Session, Sessions};
-use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
+use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::url::redact;
@@ -103,8 +103,7 @@ fn is_lease_not_found(e: &EtcdError) -> bool {
 pub(crate) struct EtcdBackend {
     rpc: Arc<Rpc>,
     sessions: Sessions,
-    keys: Arc<Keys>,
-    handle: Option<Handle>,
+    deletes: Arc<Deletes>,
     url: String,
     request_timeout: Duration,
 }
@@ -135,8 +134,7 @@ impl EtcdBackend {
         Ok(EtcdBackend {
             sessions: Sessions::new(rpc.clone()),
             rpc,
-            keys: Arc::default(),
-            handle: Handle::try_current().ok(),
+            deletes: Arc::default(),
             url: shown,
             request_timeout: opts.request_timeout,
         })
@@ -249,76 +247,8 @@ impl Backend for EtcdBackend {
         &self.url
     }
 
-    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
-        let mut renewed_lease = false;
-        loop {
-            let session = self.sessions.for_ttl(req.ttl).await.map_err(|e| self.err(e))?;
-            let key = key_of(&req.name, session.id);
-            // A new lease means a new key; the old entry (gone with its lease) is dropped and cleaned up.
-            if ticket.as_mut().and_then(|t| t.get_mut::<Queued>()).is_none_or(|q| q.key != key) {
-                *ticket = None;
-                self.keys.claim(&key).await;
-                *ticket = Some(Ticket::new(Queued::new(
-                    key.clone(),
-                    self.keys.clone(),
-                    self.rpc.clone(),
-                    self.handle.clone(),
-                )));
-            }
-            let queued = ticket.as_mut().and_then(|t| t.get_mut::<Queued>()).expect("the ticket was just set");
-            let known = match queued.rev {
-                0 => None,
-                rev => self.recheck(&req.name, &key, rev).await.map_err(|e| self.err(e))?.map(|owner| (rev, owner)),
-            };
-            let enqueued = match known {
-                Some(revs) => Ok(revs),
-                None => self.enqueue(&req.name, &key, session.id).await,
-            };
-            let (mine, owner) = match enqueued {
-                Ok(revs) => revs,
-                // The lease expired under us (keepalives cut off): forget it and queue again on a fresh one, once.
-                Err(e) if is_lease_not_found(&e) && !renewed_lease => {
-                    self.sessions.forget(session.id).await;
-                    renewed_lease = true;
-                    continue;
-                }
-                Err(e) => return Err(self.err(e)),
-            };
-            queued.rev = mine;
-            if mine == 0 || owner != mine {
-                return Ok(Attempt::Busy(Busy::default()));
-            }
-            queued.disarm();
-            *ticket = None;
-            let grant =
-                Grant { name: req.name.clone(), holder: req.holder.clone(), token: mine as u64, key: Some(key) };
-            return Ok(Attempt::Acquired(grant));
-        }
-    }
-
-    async fn wait(
-        &self,
-        req: &AcquireRequest,
-        _busy: &Busy,
-        ticket: &mut Option<Ticket>,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let Some(rev) = ticket.as_mut().and_then(|t| t.get_mut::<Queued>()).map(|q| q.rev) else {
-            return Err(Error::internal("etcd wait: no queue entry"));
-        };
-        let waiting = async {
-            let found =
-                self.rpc.range(ops::created_before(&prefix_of(&req.name), rev)).await.map_err(|e| self.err(e))?;
-            let at = ops::revision(found.header.as_ref());
-            let Some(predecessor) = found.kvs.into_iter().next() else {
-                return Ok(());
-            };
-            self.watch_delete(&predecessor.key, at).await
-        };
-        match deadline {
-            Some(d) => tokio::time::timeout_at(d, waiting).await.unwrap_or(Ok(())),
-            None => waiting.await,
-        }
+    fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
+        Box::new(EtcdAttempt::new(self, req, undo))
     }
 
     async fn renew(&self, grant: &Grant, _ttl: Duration) -> Result<()> {
@@ -343,17 +273,8 @@ impl Backend for EtcdBackend {
 
     async fn release(&self, grant: &Grant) -> Result<()> {
         let Some(key) = grant.key.as_deref() else { return Err(not_held(grant, &self.url)) };
-        let deleted = self.keys.start_delete(key).run(self.rpc.clone(), grant.token as i64).await;
+        let deleted = self.deletes.start(key).run(self.rpc.clone(), grant.token as i64).await;
         if deleted.map_err(|e| self.err(e))? { Ok(()) } else { Err(not_held(grant, &self.url)) }
-    }
-
-    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
-        // Our only possible key is the one on our lease for this TTL; without that lease we wrote nothing.
-        let Some(session) = self.sessions.existing(req.ttl).await else { return Ok(()) };
-        let key = key_of(&req.name, session.id);
-        // A live entry or a delete in flight means the queue entry's own cleanup owns the key.
-        let Some(deletion) = self.keys.start_delete_if_unused(&key) else { return Ok(()) };
-        deletion.run(self.rpc.clone(), 0).await.map(drop).map_err(|e| self.err(e))
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {

@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::record::{RecordAttempt, Records};
 use super::{
-    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held,
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
     unix_micros,
 };
 use crate::error::Result;
@@ -70,44 +71,8 @@ impl Backend for MemoryBackend {
         &self.url
     }
 
-    async fn try_acquire(&self, req: &AcquireRequest, _ticket: &mut Option<Ticket>) -> Result<Attempt> {
-        let now = Instant::now();
-        let mut locks = self.locks();
-        let rec = locks.entry(req.name.clone()).or_default();
-        if rec.live_holder(now).is_some_and(|h| h != req.holder) {
-            return Ok(Attempt::Busy(Busy { holder_ttl: rec.expires.map(|e| e - now) }));
-        }
-        // A missing counter starts at the clock, like the persistent backends.
-        rec.counter = if rec.counter == 0 { unix_micros() } else { rec.counter + 1 };
-        rec.holder = Some(req.holder.clone());
-        rec.expires = Some(now + req.ttl);
-        Ok(Attempt::Acquired(Grant {
-            name: req.name.clone(),
-            holder: req.holder.clone(),
-            token: rec.counter,
-            key: None,
-        }))
-    }
-
-    async fn wait(
-        &self,
-        req: &AcquireRequest,
-        busy: &Busy,
-        _ticket: &mut Option<Ticket>,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let notified = self.store.released.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if self.locks().get(&req.name).and_then(|r| r.live_holder(Instant::now())).is_none() {
-            return Ok(());
-        }
-        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(Duration::from_secs(1));
-        if let Some(d) = deadline {
-            until = until.min(d);
-        }
-        let _ = tokio::time::timeout_at(until, notified).await;
-        Ok(())
+    fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
+        RecordAttempt::begin(self, req, undo)
     }
 
     async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
@@ -143,17 +108,6 @@ impl Backend for MemoryBackend {
         self.store.released.notify_waiters();
         // Let the woken waiters run before the releasing task can take the lock straight back.
         tokio::task::yield_now().await;
-        Ok(())
-    }
-
-    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
-        let mut locks = self.locks();
-        if let Some(rec) = locks.get_mut(&req.name).filter(|r| r.holder.as_deref() == Some(&req.holder)) {
-            rec.holder = None;
-            rec.expires = None;
-        }
-        drop(locks);
-        self.store.released.notify_waiters();
         Ok(())
     }
 
@@ -195,5 +149,61 @@ impl Backend for MemoryBackend {
 
     async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
         Ok(self.store.fences.lock().unwrap().get(resource).cloned().unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl Records for MemoryBackend {
+    type Waiter = ();
+
+    async fn take(&self, req: &AcquireRequest, _waiter: &mut ()) -> Result<Attempt> {
+        let now = Instant::now();
+        let mut locks = self.locks();
+        let rec = locks.entry(req.name.clone()).or_default();
+        if rec.live_holder(now).is_some_and(|h| h != req.holder) {
+            return Ok(Attempt::Busy(Busy { holder_ttl: rec.expires.map(|e| e - now) }));
+        }
+        // A missing counter starts at the clock, like the persistent backends.
+        rec.counter = if rec.counter == 0 { unix_micros() } else { rec.counter + 1 };
+        rec.holder = Some(req.holder.clone());
+        rec.expires = Some(now + req.ttl);
+        Ok(Attempt::Acquired(Grant {
+            name: req.name.clone(),
+            holder: req.holder.clone(),
+            token: rec.counter,
+            key: None,
+        }))
+    }
+
+    async fn wait_free(
+        &self,
+        req: &AcquireRequest,
+        busy: &Busy,
+        _waiter: &mut (),
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let notified = self.store.released.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.locks().get(&req.name).and_then(|r| r.live_holder(Instant::now())).is_none() {
+            return Ok(());
+        }
+        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(Duration::from_secs(1));
+        if let Some(d) = deadline {
+            until = until.min(d);
+        }
+        let _ = tokio::time::timeout_at(until, notified).await;
+        Ok(())
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        let mut locks = self.locks();
+        if let Some(rec) = locks.get_mut(&req.name).filter(|r| r.holder.as_deref() == Some(&req.holder)) {
+            rec.holder = None;
+            rec.expires = None;
+        }
+        drop(locks);
+        self.store.released.notify_waiters();
+        Ok(())
     }
 }

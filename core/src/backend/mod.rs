@@ -1,18 +1,45 @@
 //! The raw per-backend interface. A backend knows nothing of watchdogs, deadlines, reentrancy or the local
 //! queue: the public layer (`Client`, `Lease`) builds those on top of these few calls.
+//!
+//! # The cancel protocol
+//!
+//! One `lock` or `try_lock` call is one [`Pending`] attempt, made by [`Backend::begin`] once the call holds its name's
+//! local queue place, and dropped when the call ends — with a lease, busy, timed out, failed or cancelled (its future
+//! dropped at any await). Dropping it is the only way anything undoes what the call left on the server:
+//!
+//! - **What it may leave.** A queue entry (an etcd key, a ZooKeeper node), a subscription (Redis, PostgreSQL), and,
+//!   while a request's outcome is unknown, the holder's record itself: a request cut short or failed after it may
+//!   have reached the server ([`Doubt`]) may have taken the lock for nobody. A request the backend refused up front
+//!   (`InvalidArgument`, `Unsupported`, `Closed`) left nothing.
+//! - **Who undoes it.** The attempt's own `Drop`: a subscription unlistens, a queue entry not granted is deleted, and
+//!   an attempt in doubt deletes whatever record its holder may have made. Async work goes to [`Undo`], which the
+//!   client hands to `begin`: it runs in the background, and `Client::close` waits for it.
+//! - **When.** At once on drop, never later: no table of late deletes decides anything afterwards.
+//! - **Ordering against the next acquire.** The holder id of a later call by the same client and owner is the same,
+//!   and on most backends so is the record, so an undo in doubt running after that call's grant would delete it.
+//!   [`Undo::in_doubt`] therefore keeps the call's local queue place until the undo is done: no later call of this
+//!   client reaches the backend for that name before. Within the undo, each backend orders the delete after the
+//!   attempt's own request: SQLite sends statements through a FIFO mutex, so the abandon runs after the upsert it
+//!   undoes; Redis, PostgreSQL and ZooKeeper answer one connection's requests in order; etcd deletes by create
+//!   revision, or, with none known, after its table of this client's keys lets the key be written again.
+//! - **A grant.** `Acquired` ends the attempt's duty: the record then belongs to the lease, which releases it.
 
-use std::any::Any;
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::mutant;
 
 pub(crate) mod etcd;
 pub(crate) mod memory;
 pub(crate) mod postgres;
+mod record;
 pub(crate) mod redis;
 pub(crate) mod redis_cluster;
 pub(crate) mod redlock;
@@ -84,25 +111,70 @@ impl Busy {
     }
 }
 
-/// Backend state that lives across the attempts of one acquire (a queue entry, a subscription). Dropping it must
-/// undo it: that is what makes a dropped `lock()` future leave nothing behind.
-pub struct Ticket(pub Box<dyn Any + Send + Sync>);
+/// One acquire in flight (see the module docs for the protocol): it lives across the attempts and waits of one
+/// `lock`/`try_lock` call, and its `Drop` undoes whatever the call leaves on the server.
+#[async_trait]
+pub trait Pending: Send {
+    /// One attempt to take the record.
+    async fn try_acquire(&mut self) -> Result<Attempt>;
 
-impl fmt::Debug for Ticket {
+    /// Resolves when the lock is probably free, or at `deadline`.
+    async fn wait(&mut self, busy: &Busy, deadline: Option<Instant>) -> Result<()>;
+}
+
+/// The client's part in an undo: runs it in the background where `close` waits for it, lending it the call's local
+/// queue place when asked.
+pub struct Undo {
+    run: Box<dyn Fn(BoxFuture<'static, ()>, bool) + Send + Sync>,
+}
+
+impl fmt::Debug for Undo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Ticket")
+        f.write_str("Undo")
     }
 }
 
-impl Ticket {
-    /// Wraps backend state.
-    pub fn new<T: Any + Send + Sync>(state: T) -> Self {
-        Ticket(Box::new(state))
+impl Undo {
+    /// `run(task, hold_queue)` spawns `task`, keeping the local queue place until it is done if `hold_queue`.
+    pub(crate) fn new(run: impl Fn(BoxFuture<'static, ()>, bool) + Send + Sync + 'static) -> Self {
+        Undo { run: Box::new(run) }
     }
 
-    /// The backend state, if it is a `T`.
-    pub fn get_mut<T: Any + Send + Sync>(&mut self) -> Option<&mut T> {
-        self.0.downcast_mut()
+    /// Undoes a queue entry whose key or node no later call can write again before it is gone.
+    pub(crate) fn entry(&self, task: impl Future<Output = ()> + Send + 'static) {
+        (self.run)(Box::pin(task), false);
+    }
+
+    /// Undoes an attempt in doubt, keeping the local queue place until it is done.
+    pub(crate) fn in_doubt(&self, task: impl Future<Output = ()> + Send + 'static) {
+        if mutant::active("abort_leaves_record") {
+            return;
+        }
+        (self.run)(Box::pin(task), true);
+    }
+}
+
+/// Whether an attempt's outcome is unknown: set while its request is in flight, and kept if the request failed
+/// after it may have reached the server. Clones share the flag, so an attempt can settle a request that borrows it.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Doubt(Arc<AtomicBool>);
+
+impl Doubt {
+    /// Runs one request of an attempt, noting whether its outcome is known.
+    pub(crate) async fn settle<T>(self, request: impl Future<Output = Result<T>>) -> Result<T> {
+        self.0.store(true, Ordering::SeqCst);
+        let outcome = request.await;
+        // Refused before it reached the backend: nothing to undo.
+        let unknown = outcome.as_ref().is_err_and(|e| {
+            !matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Unsupported | ErrorKind::Closed)
+        });
+        self.0.store(unknown, Ordering::SeqCst);
+        outcome
+    }
+
+    /// Whether the last request may have left a record nobody knows of.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
     }
 }
 
@@ -127,22 +199,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// The backend as a URL without secrets, for messages.
     fn describe(&self) -> &str;
 
-    /// One attempt to take the record. A queueing backend keeps its queue entry in `ticket` across attempts.
-    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt>;
-
-    /// Resolves when the lock is probably free, or at `deadline`. The default polls with jittered backoff,
-    /// bounded by the holder's remaining TTL; backends with notifications override it.
-    async fn wait(
-        &self,
-        req: &AcquireRequest,
-        busy: &Busy,
-        ticket: &mut Option<Ticket>,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let _ = (req, ticket);
-        poll_backoff(busy, deadline).await;
-        Ok(())
-    }
+    /// Starts one acquire of `req`; `undo` runs what the attempt's drop leaves to do.
+    fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending>;
 
     /// The longest a grant can stay ours without the backend confirming it, whatever TTL was asked for (a
     /// ZooKeeper session's timeout). Validity and the watchdog's period are capped by it.
@@ -155,9 +213,6 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
 
     /// Deletes the record if it is still ours, waking waiters. `NotHeld` if it is not.
     async fn release(&self, grant: &Grant) -> Result<()>;
-
-    /// Deletes whatever record `req.holder` may have made for `req.name` (an acquire dropped in flight).
-    async fn abandon(&self, req: &AcquireRequest) -> Result<()>;
 
     /// Deletes the record whoever holds it (an operator's tool; the fence counter is kept).
     async fn force_release(&self, name: &str) -> Result<bool>;

@@ -24,8 +24,11 @@ use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::types::FromSqlOwned;
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socket, Statement};
 
+use super::record::{RecordAttempt, Records};
 use super::waiters::{Channels, Listen, Subscription};
-use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
+use super::{
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
 use crate::url::redact;
@@ -164,7 +167,7 @@ struct Session {
 
 /// The connection that carries this client's LISTENs.
 #[derive(Debug, Clone)]
-struct Listener {
+pub(crate) struct Listener {
     client: Arc<Client>,
     channels: Arc<Channels>,
 }
@@ -368,54 +371,8 @@ impl Backend for PostgresBackend {
         &self.url
     }
 
-    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
-        // Remember which notifications were already seen, so `wait` returns at once for one that lands meanwhile.
-        if let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<Listener>>()) {
-            sub.mark();
-        }
-        let s = self.session().await?;
-        let row = self.call(&s, s.client.query_one(&s.acquire, &[&req.name, &req.holder, &micros(req.ttl)])).await?;
-        Ok(match col::<Option<i64>>(&row, 0)? {
-            Some(token) => Attempt::Acquired(Grant {
-                name: req.name.clone(),
-                holder: req.holder.clone(),
-                token: token as u64,
-                key: None,
-            }),
-            None => {
-                let left: Option<i64> = col(&row, 1)?;
-                Attempt::Busy(Busy { holder_ttl: left.map(|l| Duration::from_micros(l.max(0) as u64)) })
-            }
-        })
-    }
-
-    async fn wait(
-        &self,
-        req: &AcquireRequest,
-        busy: &Busy,
-        ticket: &mut Option<Ticket>,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let until = busy.wait_until(deadline);
-        let listening = ticket
-            .as_mut()
-            .and_then(|t| t.get_mut::<Subscription<Listener>>())
-            .is_some_and(|sub| !sub.conn().client.is_closed());
-        if !listening {
-            *ticket = None;
-            let listener = self.listener().await?;
-            let sub = listener.channels.subscribe(&*listener, channel(&req.name)).await.map_err(|e| self.err(e))?;
-            *ticket = Some(Ticket::new(sub));
-            // Listening only now: a release since the attempt notified no one we could hear, so look once.
-            if self.inspect(&req.name).await?.holder.is_none() {
-                return Ok(());
-            }
-        }
-        let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<Listener>>()) else {
-            return Err(Error::internal("postgres wait: foreign ticket"));
-        };
-        sub.wait_until(until).await;
-        Ok(())
+    fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
+        RecordAttempt::begin(self, req, undo)
     }
 
     async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
@@ -430,10 +387,6 @@ impl Backend for PostgresBackend {
             Some(true) => Ok(()),
             _ => Err(not_held(grant, &self.url)),
         }
-    }
-
-    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
-        self.free(&req.name, Some(&req.holder), None).await.map(drop)
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
@@ -479,6 +432,61 @@ impl Backend for PostgresBackend {
         // Dropping the clients ends their connections once in-flight calls let go of them.
         self.session.lock().await.take();
         self.listener.lock().await.take();
+    }
+}
+
+#[async_trait]
+impl Records for PostgresBackend {
+    type Waiter = Option<Subscription<Listener>>;
+
+    async fn take(&self, req: &AcquireRequest, waiter: &mut Self::Waiter) -> Result<Attempt> {
+        // Remember which notifications were already seen, so `wait` returns at once for one that lands meanwhile.
+        if let Some(sub) = waiter {
+            sub.mark();
+        }
+        let s = self.session().await?;
+        let row = self.call(&s, s.client.query_one(&s.acquire, &[&req.name, &req.holder, &micros(req.ttl)])).await?;
+        Ok(match col::<Option<i64>>(&row, 0)? {
+            Some(token) => Attempt::Acquired(Grant {
+                name: req.name.clone(),
+                holder: req.holder.clone(),
+                token: token as u64,
+                key: None,
+            }),
+            None => {
+                let left: Option<i64> = col(&row, 1)?;
+                Attempt::Busy(Busy { holder_ttl: left.map(|l| Duration::from_micros(l.max(0) as u64)) })
+            }
+        })
+    }
+
+    async fn wait_free(
+        &self,
+        req: &AcquireRequest,
+        busy: &Busy,
+        waiter: &mut Self::Waiter,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let until = busy.wait_until(deadline);
+        let listening = waiter.as_ref().is_some_and(|sub| !sub.conn().client.is_closed());
+        if !listening {
+            *waiter = None;
+            let listener = self.listener().await?;
+            let sub = listener.channels.subscribe(&*listener, channel(&req.name)).await.map_err(|e| self.err(e))?;
+            *waiter = Some(sub);
+            // Listening only now: a release since the attempt notified no one we could hear, so look once.
+            if self.inspect(&req.name).await?.holder.is_none() {
+                return Ok(());
+            }
+        }
+        if let Some(sub) = waiter {
+            sub.wait_until(until).await;
+        }
+        Ok(())
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        self.free(&req.name, Some(&req.holder), None).await.map(drop)
     }
 }
 

@@ -16,9 +16,11 @@ use redis::{Client, FromRedisValue, ProtocolVersion, PushInfo, PushKind, RedisEr
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+use super::record::{RecordAttempt, Records};
 use super::waiters::{Channels, Listen, Subscription};
 use super::{
-    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held, ttl_ms,
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
+    ttl_ms,
 };
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
@@ -315,49 +317,8 @@ impl<D: Deployment> Backend for RedisLock<D> {
         &self.url
     }
 
-    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
-        D::check_name(&req.name)?;
-        // Remember which release messages were already seen, so `wait` returns at once for one that lands meanwhile.
-        if let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<D::PubSub>>()) {
-            sub.mark();
-        }
-        let mut acquire = self.scripts.acquire.key(&req.name);
-        acquire.key(D::token_key(&req.name)).arg(ttl_ms(req.ttl)).arg(&req.holder);
-        let (ok, n): (i64, i64) = self.invoke(&acquire).await?;
-        Ok(if ok == 1 {
-            Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token: n as u64, key: None })
-        } else {
-            Attempt::Busy(Busy { holder_ttl: (n >= 0).then(|| Duration::from_millis(n as u64)) })
-        })
-    }
-
-    async fn wait(
-        &self,
-        req: &AcquireRequest,
-        busy: &Busy,
-        ticket: &mut Option<Ticket>,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let until = busy.wait_until(deadline);
-        if ticket.is_none() {
-            let pubsub = self.pubsub().await?;
-            let sub = self.channels.subscribe(pubsub, D::channel(&req.name)).await.map_err(|e| self.err(e))?;
-            *ticket = Some(Ticket::new(sub));
-            // Subscribed after the attempt: a release in between sent no message we could see, so look once.
-            let exists: bool = redis::cmd("EXISTS")
-                .arg(&req.name)
-                .query_async(&mut self.conn.clone())
-                .await
-                .map_err(|e| self.err(e))?;
-            if !exists {
-                return Ok(());
-            }
-        }
-        let Some(sub) = ticket.as_mut().and_then(|t| t.get_mut::<Subscription<D::PubSub>>()) else {
-            return Err(Error::internal("redis wait: foreign ticket"));
-        };
-        sub.wait_until(until).await;
-        Ok(())
+    fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
+        RecordAttempt::begin(self, req, undo)
     }
 
     async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
@@ -368,14 +329,6 @@ impl<D: Deployment> Backend for RedisLock<D> {
 
     async fn release(&self, grant: &Grant) -> Result<()> {
         if self.release_script(&grant.name, &grant.holder).await? { Ok(()) } else { Err(not_held(grant, &self.url)) }
-    }
-
-    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
-        // A refused name never reached the server.
-        if D::check_name(&req.name).is_err() {
-            return Ok(());
-        }
-        self.release_script(&req.name, &req.holder).await.map(drop)
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
@@ -421,5 +374,62 @@ impl<D: Deployment> Backend for RedisLock<D> {
             .await
             .map_err(|e| self.err(e))?;
         Ok((token.unwrap_or(0), value.unwrap_or_default()))
+    }
+}
+
+#[async_trait]
+impl<D: Deployment> Records for RedisLock<D> {
+    type Waiter = Option<Subscription<D::PubSub>>;
+
+    async fn take(&self, req: &AcquireRequest, waiter: &mut Self::Waiter) -> Result<Attempt> {
+        D::check_name(&req.name)?;
+        // Remember which release messages were already seen, so `wait` returns at once for one that lands meanwhile.
+        if let Some(sub) = waiter {
+            sub.mark();
+        }
+        let mut acquire = self.scripts.acquire.key(&req.name);
+        acquire.key(D::token_key(&req.name)).arg(ttl_ms(req.ttl)).arg(&req.holder);
+        let (ok, n): (i64, i64) = self.invoke(&acquire).await?;
+        Ok(if ok == 1 {
+            Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token: n as u64, key: None })
+        } else {
+            Attempt::Busy(Busy { holder_ttl: (n >= 0).then(|| Duration::from_millis(n as u64)) })
+        })
+    }
+
+    async fn wait_free(
+        &self,
+        req: &AcquireRequest,
+        busy: &Busy,
+        waiter: &mut Self::Waiter,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let until = busy.wait_until(deadline);
+        if waiter.is_none() {
+            let pubsub = self.pubsub().await?;
+            let sub = self.channels.subscribe(pubsub, D::channel(&req.name)).await.map_err(|e| self.err(e))?;
+            *waiter = Some(sub);
+            // Subscribed after the attempt: a release in between sent no message we could see, so look once.
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(&req.name)
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(|e| self.err(e))?;
+            if !exists {
+                return Ok(());
+            }
+        }
+        if let Some(sub) = waiter {
+            sub.wait_until(until).await;
+        }
+        Ok(())
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        // A refused name never reached the server.
+        if D::check_name(&req.name).is_err() {
+            return Ok(());
+        }
+        self.release_script(&req.name, &req.holder).await.map(drop)
     }
 }

@@ -25,6 +25,7 @@
 //! instances; the credentials and database apply to every instance. A Redis Cluster is `redis+cluster://`
 //! (`super::redis_cluster`), not Redlock.
 
+mod attempt;
 mod config;
 mod instance;
 
@@ -38,19 +39,16 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use redis::Script;
 use tokio::time::Instant;
 
+use self::attempt::RedlockAttempt;
 use self::config::parse;
 use self::instance::Instance;
+use super::record::Records;
 use super::redis::{RedisBackend, token_key};
-use super::{
-    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, lock_lost, not_held, poll_backoff,
-};
+use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, lock_lost, not_held};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::drift;
 use crate::options::ClientOptions;
 use crate::url::redact;
-
-/// How long a waiter sleeps when the holder's records have no known expiry before it looks again.
-const UNKNOWN_TTL_RECHECK: Duration = Duration::from_millis(100);
 
 /// Raises the fence counter to at least the token just granted; never lowers it.
 /// KEYS: token counter. ARGV: token. Returns 1.
@@ -79,15 +77,6 @@ return 1
 /// Opens a `redlock://` backend.
 pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
     Ok(Arc::new(RedlockBackend::connect(url, opts).await?))
-}
-
-/// What one acquire keeps between attempts: each instance's subscription, which instances another holder's record
-/// was seen on (the only ones whose release messages mean something to us), and whether the last vote split.
-#[derive(Debug)]
-struct Waiting {
-    tickets: Vec<Option<Ticket>>,
-    held_elsewhere: Vec<bool>,
-    split: bool,
 }
 
 /// The Redlock backend.
@@ -229,6 +218,12 @@ impl RedlockBackend {
         self.on_all(|b| async move { b.abandon(req).await }).await
     }
 
+    /// Deletes `req.holder`'s record everywhere (an attempt in doubt); done once a majority answered.
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        let results = self.release_everywhere(req).await;
+        self.majority_answers("answered", results).map(drop)
+    }
+
     /// How long until others' records have expired on enough of the `answered` instances for a majority to be
     /// free: the longest a missed wake-up can cost. `None` if an expiry that matters is unknown.
     fn free_in(&self, holder_ttls: Vec<Option<Duration>>, answered: usize) -> Option<Duration> {
@@ -263,97 +258,8 @@ impl Backend for RedlockBackend {
         &self.url
     }
 
-    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
-        let n = self.instances.len();
-        let state = ticket.get_or_insert_with(|| {
-            Ticket::new(Waiting {
-                tickets: (0..n).map(|_| None).collect(),
-                held_elsewhere: vec![false; n],
-                split: false,
-            })
-        });
-        let Some(waiting) = state.get_mut::<Waiting>() else {
-            return Err(Error::internal("redlock try_acquire: foreign ticket"));
-        };
-
-        let started = Instant::now();
-        let attempts = self.instances.iter().zip(waiting.tickets.iter_mut());
-        let results =
-            join_all(attempts.map(|(i, t)| i.call(move |b| async move { b.try_acquire(req, t).await }))).await;
-        let (mut tokens, mut holder_ttls, mut errors) = (Vec::new(), Vec::new(), Vec::new());
-        for (result, elsewhere) in results.into_iter().zip(waiting.held_elsewhere.iter_mut()) {
-            *elsewhere = false;
-            match result {
-                Ok(Attempt::Acquired(grant)) => tokens.push(grant.token),
-                Ok(Attempt::Busy(busy)) => {
-                    *elsewhere = true;
-                    holder_ttls.push(busy.holder_ttl);
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-
-        waiting.split = !tokens.is_empty();
-        if tokens.len() >= self.quorum {
-            let sealed = self.seal(req, &tokens, started).await;
-            if sealed.is_err() {
-                self.release_everywhere(req).await;
-            }
-            return sealed.map(Attempt::Acquired);
-        }
-        // Not ours: records left behind would block others until they expire.
-        self.release_everywhere(req).await;
-        if tokens.len() + holder_ttls.len() < self.quorum {
-            return Err(self.no_majority("granted", tokens.len(), holder_ttls.len(), &errors));
-        }
-        let answered = tokens.len() + holder_ttls.len();
-        Ok(Attempt::Busy(Busy { holder_ttl: self.free_in(holder_ttls, answered) }))
-    }
-
-    async fn wait(
-        &self,
-        req: &AcquireRequest,
-        busy: &Busy,
-        ticket: &mut Option<Ticket>,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let Some(waiting) = ticket.as_mut().and_then(|t| t.get_mut::<Waiting>()) else {
-            poll_backoff(busy, deadline).await;
-            return Ok(());
-        };
-        // Only instances holding another's record: where we were granted, our own clean-up sent a release message.
-        let listeners: Vec<_> = self
-            .instances
-            .iter()
-            .zip(waiting.tickets.iter_mut())
-            .zip(&waiting.held_elsewhere)
-            .filter(|(_, elsewhere)| **elsewhere)
-            .filter_map(|((instance, t), _)| Some((instance.connected()?, t)))
-            .collect();
-        if listeners.is_empty() {
-            poll_backoff(busy, deadline).await;
-            return Ok(());
-        }
-        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(UNKNOWN_TTL_RECHECK);
-        if let Some(d) = deadline {
-            until = until.min(d);
-        }
-        let mut woken: FuturesUnordered<_> = listeners
-            .into_iter()
-            .map(|(b, t)| async move {
-                // An instance that fails here cannot wake us; the others, or the bound, will.
-                if b.wait(req, busy, t, deadline).await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            })
-            .collect();
-        let _ = tokio::time::timeout_at(until, woken.next()).await;
-        if waiting.split {
-            // Contenders of a split vote wake together on each other's clean-up; Redlock's random delay keeps them
-            // from splitting again.
-            poll_backoff(&Busy::default(), deadline).await;
-        }
-        Ok(())
+    fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
+        Box::new(RedlockAttempt::new(self, req, undo))
     }
 
     async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
@@ -364,11 +270,6 @@ impl Backend for RedlockBackend {
     async fn release(&self, grant: &Grant) -> Result<()> {
         let results = self.on_all(|b| async move { b.release(grant).await }).await;
         self.majority("released", results, |_| not_held(grant, &self.url))
-    }
-
-    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
-        let results = self.release_everywhere(req).await;
-        self.majority_answers("answered", results).map(drop)
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {

@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use tokio::time::Instant;
 
+use super::record::{RecordAttempt, Records};
 use super::{
-    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held,
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
     unix_micros,
 };
 use crate::error::{Error, Result};
@@ -125,29 +126,8 @@ impl Backend for SqliteBackend {
         &self.url
     }
 
-    async fn try_acquire(&self, req: &AcquireRequest, _ticket: &mut Option<Ticket>) -> Result<Attempt> {
-        let (name, holder, ttl) = (req.name.clone(), req.holder.clone(), micros(req.ttl));
-        let outcome = self
-            .run(move |c| {
-                let now = unix_micros() as i64;
-                let token: Option<i64> =
-                    c.prepare_cached(ACQUIRE)?.query_row(params![name, holder, now, ttl], |r| r.get(0)).optional()?;
-                if let Some(t) = token {
-                    return Ok(Ok(t as u64));
-                }
-                let left: Option<i64> = c
-                    .prepare_cached("SELECT expires_at - ?2 FROM fencelock_locks WHERE name = ?1")?
-                    .query_row(params![name, now], |r| r.get(0))
-                    .optional()?;
-                Ok(Err(left.map(|l| Duration::from_micros(l.max(0) as u64))))
-            })
-            .await?;
-        Ok(match outcome {
-            Ok(token) => {
-                Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token, key: None })
-            }
-            Err(holder_ttl) => Attempt::Busy(Busy { holder_ttl }),
-        })
+    fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
+        RecordAttempt::begin(self, req, undo)
     }
 
     async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
@@ -181,18 +161,6 @@ impl Backend for SqliteBackend {
             })
             .await?;
         if n == 1 { Ok(()) } else { Err(not_held(grant, &self.url)) }
-    }
-
-    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
-        let (name, holder) = (req.name.clone(), req.holder.clone());
-        self.run(move |c| {
-            c.prepare_cached(
-                "UPDATE fencelock_locks SET holder = NULL, count = 0, expires_at = 0 WHERE name = ?1 AND holder = ?2",
-            )?
-            .execute(params![name, holder])
-        })
-        .await?;
-        Ok(())
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
@@ -266,5 +234,47 @@ impl Backend for SqliteBackend {
             })
             .await?;
         Ok(row.map(|(t, v)| (t as u64, v)).unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl Records for SqliteBackend {
+    type Waiter = ();
+
+    async fn take(&self, req: &AcquireRequest, _waiter: &mut ()) -> Result<Attempt> {
+        let (name, holder, ttl) = (req.name.clone(), req.holder.clone(), micros(req.ttl));
+        let outcome = self
+            .run(move |c| {
+                let now = unix_micros() as i64;
+                let token: Option<i64> =
+                    c.prepare_cached(ACQUIRE)?.query_row(params![name, holder, now, ttl], |r| r.get(0)).optional()?;
+                if let Some(t) = token {
+                    return Ok(Ok(t as u64));
+                }
+                let left: Option<i64> = c
+                    .prepare_cached("SELECT expires_at - ?2 FROM fencelock_locks WHERE name = ?1")?
+                    .query_row(params![name, now], |r| r.get(0))
+                    .optional()?;
+                Ok(Err(left.map(|l| Duration::from_micros(l.max(0) as u64))))
+            })
+            .await?;
+        Ok(match outcome {
+            Ok(token) => {
+                Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token, key: None })
+            }
+            Err(holder_ttl) => Attempt::Busy(Busy { holder_ttl }),
+        })
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        let (name, holder) = (req.name.clone(), req.holder.clone());
+        self.run(move |c| {
+            c.prepare_cached(
+                "UPDATE fencelock_locks SET holder = NULL, count = 0, expires_at = 0 WHERE name = ?1 AND holder = ?2",
+            )?
+            .execute(params![name, holder])
+        })
+        .await?;
+        Ok(())
     }
 }

@@ -15,18 +15,24 @@
 //! is replaced on the next call. Uncontended acquire + release costs two round trips: the create and the listing of
 //! the queue are pipelined (one session answers in order), then one delete.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+mod cleanup;
+mod entry;
+mod session;
+mod shared;
+
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::runtime::Handle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
-use crate::error::{Error, ErrorKind, Result};
+use self::entry::QueueEntry;
+use self::session::LiveSession;
+use self::shared::Shared;
+use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held};
+use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 
 /// The protected-mode prefix Curator puts before the attempt uuid.
@@ -89,327 +95,6 @@ fn is_connection_loss(e: &zk::Error) -> bool {
     matches!(e, zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::Custom(_))
 }
 
-/// One ZooKeeper session per client, replaced after it expires; closing drops the last handle, which ends it.
-#[derive(Debug)]
-struct Session {
-    hosts: String,
-    chroot: Option<String>,
-    timeout: Duration,
-    connect_timeout: Duration,
-    live: Mutex<Option<zk::Client>>,
-    reopen: tokio::sync::Mutex<()>,
-    closed: AtomicBool,
-}
-
-impl Session {
-    async fn open(&self) -> Result<zk::Client, zk::Error> {
-        let connect =
-            zk::Client::connector().with_session_timeout(self.timeout).with_fail_eagerly().connect(&self.hosts);
-        let client = tokio::time::timeout(self.connect_timeout, connect).await.map_err(|_| zk::Error::Timeout)??;
-        let Some(root) = &self.chroot else { return Ok(client) };
-        // Like a Curator namespace, the chroot is made on first use; persistent, so the server never reaps it.
-        client.mkdir(root, &PERSISTENT).await?;
-        client.chroot(root.as_str()).map_err(|_| zk::Error::BadArguments(&"invalid chroot"))
-    }
-
-    /// The current session handle, expired or not; `None` once closed.
-    fn current(&self) -> Option<zk::Client> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// A live session handle, opening a new session if the last one expired.
-    async fn client(&self) -> Result<zk::Client, zk::Error> {
-        let Some(current) = self.current() else { return Err(zk::Error::ClientClosed) };
-        if !current.state().is_terminated() {
-            return Ok(current);
-        }
-        let _turn = self.reopen.lock().await;
-        match self.current() {
-            None => return Err(zk::Error::ClientClosed),
-            Some(c) if !c.state().is_terminated() => return Ok(c),
-            Some(_) => {}
-        }
-        tracing::info!(hosts = %self.hosts, "ZooKeeper session ended; opening a new one");
-        let fresh = self.open().await?;
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        if self.closed.load(Ordering::SeqCst) {
-            return Err(zk::Error::ClientClosed);
-        }
-        *live = Some(fresh.clone());
-        Ok(fresh)
-    }
-
-    /// Drops our handle and waits (bounded) for the session to close, which deletes its ephemeral nodes.
-    async fn close(&self, bound: Duration) {
-        self.closed.store(true, Ordering::SeqCst);
-        let Some(client) = self.live.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
-        let mut state = client.state_watcher();
-        drop(client);
-        let closed = async {
-            while !state.peek_state().is_terminated() {
-                state.changed().await;
-            }
-        };
-        // Handles still in use by in-flight calls keep the session open until they finish.
-        let _ = tokio::time::timeout(bound, closed).await;
-    }
-}
-
-/// Attempts whose tickets were dropped before their node was known or deleted, by holder: `abandon` and the
-/// ticket's own cleanup find their nodes by the `_c_<uuid>` prefix. A live attempt is never listed here.
-#[derive(Debug, Default)]
-struct Abandoned(Mutex<HashMap<String, Vec<(String, String)>>>);
-
-impl Abandoned {
-    fn add(&self, holder: &str, dir: &str, uuid: &str) {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(holder.to_string()).or_default().push((dir.to_string(), uuid.to_string()));
-    }
-
-    fn take(&self, holder: &str) -> Vec<(String, String)> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(holder).unwrap_or_default()
-    }
-}
-
-/// State shared by the backend and the tickets it hands out.
-#[derive(Debug)]
-struct Shared {
-    session: Session,
-    abandoned: Abandoned,
-    url: String,
-    request_timeout: Duration,
-    handle: Option<Handle>,
-}
-
-impl Shared {
-    /// Bounds one request by the request timeout; a late reply counts as a lost connection.
-    async fn rpc<T>(&self, request: impl Future<Output = Result<T, zk::Error>>) -> Result<T, zk::Error> {
-        tokio::time::timeout(self.request_timeout, request).await.unwrap_or(Err(zk::Error::Timeout))
-    }
-
-    fn err(&self, e: zk::Error) -> Error {
-        let kind = match e {
-            zk::Error::ConnectionLoss
-            | zk::Error::Timeout
-            | zk::Error::Custom(_)
-            | zk::Error::NoHosts
-            | zk::Error::SessionExpired
-            | zk::Error::SessionMoved
-            | zk::Error::Throttled
-            | zk::Error::NotReadOnly => ErrorKind::Unavailable,
-            zk::Error::ClientClosed => ErrorKind::Closed,
-            zk::Error::BadArguments(_) => ErrorKind::InvalidArgument,
-            _ => ErrorKind::Internal,
-        };
-        Error::new(kind, format!("{}: {e}", self.url))
-    }
-
-    async fn client(&self) -> Result<zk::Client> {
-        self.session.client().await.map_err(|e| self.err(e))
-    }
-
-    /// Creates `dir` and its parents as container nodes, which the server reaps once empty; servers older than
-    /// 3.5.3 refuse containers and get persistent nodes instead.
-    async fn make_dirs(&self, zk: &zk::Client, dir: &str) -> Result<(), zk::Error> {
-        match self.rpc(zk.mkdir(dir, &CONTAINER)).await {
-            Err(zk::Error::Unimplemented) => self.rpc(zk.mkdir(dir, &PERSISTENT)).await,
-            done => done,
-        }
-    }
-
-    /// The queue of `dir` in order, empty if the directory does not exist.
-    async fn queue_of(&self, zk: &zk::Client, dir: &str) -> Result<Vec<String>, zk::Error> {
-        match self.rpc(zk.list_children(dir)).await {
-            Ok(children) => Ok(queue(children)),
-            Err(zk::Error::NoNode) => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Deletes the nodes of `holder`'s abandoned attempts, found by their `_c_<uuid>` prefix. What cannot be
-    /// reached now stays listed for the next sweep (and vanishes with the session in any case).
-    async fn sweep(&self, holder: &str) -> Result<()> {
-        let attempts = self.abandoned.take(holder);
-        for (i, (dir, uuid)) in attempts.iter().enumerate() {
-            if let Err(e) = self.delete_by_prefix(dir, uuid).await {
-                attempts[i..].iter().for_each(|(dir, uuid)| self.abandoned.add(holder, dir, uuid));
-                return Err(e);
-            }
-        }
-        Ok(())
-    }
-
-    async fn delete_by_prefix(&self, dir: &str, uuid: &str) -> Result<()> {
-        let zk = self.client().await?;
-        let prefix = format!("{PROTECTED}{uuid}-");
-        let children = match self.rpc(zk.list_children(dir)).await {
-            Err(zk::Error::NoNode) => return Ok(()),
-            listed => listed.map_err(|e| self.err(e))?,
-        };
-        for node in children.iter().filter(|c| c.starts_with(&prefix)) {
-            match self.rpc(zk.delete(&format!("{dir}/{node}"), None)).await {
-                Ok(()) | Err(zk::Error::NoNode) => {}
-                Err(e) => return Err(self.err(e)),
-            }
-        }
-        Ok(())
-    }
-
-    /// Retries the sweep of `holder` until it succeeds or the session timeout passes; by then the session either
-    /// answers again or has expired, taking the nodes with it.
-    async fn sweep_in_background(self: Arc<Self>, holder: String) {
-        let until = Instant::now() + self.session.timeout;
-        let mut pause = Duration::from_millis(50);
-        while let Err(e) = self.sweep(&holder).await {
-            if e.kind() == ErrorKind::Closed || Instant::now() + pause > until {
-                tracing::warn!(holder = %holder, error = %e, "could not delete an abandoned lock node; it goes with the session");
-                return;
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(1));
-        }
-    }
-
-    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        if let Some(h) = Handle::try_current().ok().or_else(|| self.handle.clone()) {
-            h.spawn(task);
-        }
-    }
-}
-
-/// Our node once its create was answered.
-#[derive(Debug, Clone)]
-struct Node {
-    name: String,
-    czxid: u64,
-}
-
-/// One acquire's place in the queue, kept in its `Ticket`. Dropped before the lock was granted, it deletes its node.
-#[derive(Debug)]
-struct Entry {
-    shared: Arc<Shared>,
-    dir: String,
-    holder: String,
-    uuid: String,
-    node: Option<Node>,
-    // A create may have reached the server: look for the node by prefix before creating another.
-    sent: bool,
-    predecessor: Option<String>,
-    granted: bool,
-}
-
-impl Entry {
-    fn new(shared: Arc<Shared>, dir: String, holder: String) -> Self {
-        let uuid = uuid::Uuid::new_v4().to_string();
-        Entry { shared, dir, holder, uuid, node: None, sent: false, predecessor: None, granted: false }
-    }
-
-    /// `_c_<uuid>-lock-`: the node name before the server appends the sequence.
-    fn node_prefix(&self) -> String {
-        format!("{PROTECTED}{}-{LOCK_NAME}", self.uuid)
-    }
-
-    fn path(&self, node: &str) -> String {
-        format!("{}/{node}", self.dir)
-    }
-
-    /// Creates our node and lists the queue in one round trip: the session answers in order, so the listing
-    /// already contains the node.
-    async fn create(&mut self, zk: &zk::Client) -> Result<Vec<String>, zk::Error> {
-        let prefix = self.path(&self.node_prefix());
-        self.sent = true;
-        let create = zk.create(&prefix, self.holder.as_bytes(), &EPHEMERAL_SEQUENTIAL);
-        let list = zk.list_children(&self.dir);
-        let (created, listed) = tokio::time::timeout(self.shared.request_timeout, futures::future::join(create, list))
-            .await
-            .unwrap_or((Err(zk::Error::Timeout), Err(zk::Error::Timeout)));
-        let (stat, seq) = created?;
-        self.node = Some(Node { name: format!("{}{seq}", self.node_prefix()), czxid: stat.czxid as u64 });
-        listed
-    }
-
-    /// After a lost create reply: our node if the create went through, with the children it was listed among.
-    async fn find(&mut self, zk: &zk::Client) -> Result<Option<Vec<String>>, zk::Error> {
-        let children = self.shared.rpc(zk.list_children(&self.dir)).await?;
-        let Some(name) = children.iter().find(|c| c.starts_with(&format!("{PROTECTED}{}-", self.uuid))) else {
-            return Ok(None);
-        };
-        let Some(stat) = self.shared.rpc(zk.check_stat(&self.path(name))).await? else { return Ok(None) };
-        self.node = Some(Node { name: name.clone(), czxid: stat.czxid as u64 });
-        Ok(Some(children))
-    }
-
-    /// The queue in order with our node in it, creating the node (and the directory) as needed.
-    async fn enqueue(&mut self, mut zk: zk::Client) -> Result<Vec<String>, zk::Error> {
-        let mut last = zk::Error::ConnectionLoss;
-        for _ in 0..TRIES {
-            let listed = match (&self.node, self.sent) {
-                (Some(_), _) => self.shared.rpc(zk.list_children(&self.dir)).await,
-                (None, true) => match self.find(&zk).await {
-                    Ok(Some(children)) => Ok(children),
-                    Ok(None) => self.create(&zk).await,
-                    Err(e) => Err(e),
-                },
-                (None, false) => self.create(&zk).await,
-            };
-            match listed {
-                Ok(children) => {
-                    let queue = queue(children);
-                    if self.node.as_ref().is_some_and(|n| queue.contains(&n.name)) {
-                        return Ok(queue);
-                    }
-                    // Our node is gone (an operator's force_release): queue again at the back.
-                    (self.node, self.sent) = (None, false);
-                    continue;
-                }
-                // The directory is missing or was reaped as an empty container: our node cannot exist.
-                Err(zk::Error::NoNode) => {
-                    (self.node, self.sent) = (None, false);
-                    self.shared.make_dirs(&zk, &self.dir).await?;
-                }
-                // The session and its nodes are gone: queue again on a new session.
-                Err(zk::Error::SessionExpired) => {
-                    (self.node, self.sent) = (None, false);
-                    zk = self.shared.session.client().await?;
-                }
-                Err(e) if is_connection_loss(&e) => last = e,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last)
-    }
-}
-
-impl Drop for Entry {
-    fn drop(&mut self) {
-        if self.granted || !self.sent {
-            return;
-        }
-        let shared = self.shared.clone();
-        let Some(zk) = shared.session.current() else { return };
-        match self.node.take() {
-            Some(node) => {
-                // Sent here, not in the task: later requests of this session then find the node gone.
-                let delete = zk.delete(&self.path(&node.name), None);
-                let (holder, dir, uuid) = (self.holder.clone(), self.dir.clone(), self.uuid.clone());
-                self.shared.spawn(async move {
-                    match delete.await {
-                        Ok(()) | Err(zk::Error::NoNode) | Err(zk::Error::ClientClosed) => {}
-                        Err(_) => {
-                            shared.abandoned.add(&holder, &dir, &uuid);
-                            shared.sweep_in_background(holder).await;
-                        }
-                    }
-                });
-            }
-            None => {
-                self.shared.abandoned.add(&self.holder, &self.dir, &self.uuid);
-                self.shared.spawn(shared.sweep_in_background(self.holder.clone()));
-            }
-        }
-    }
-}
-
 /// The ZooKeeper backend.
 #[derive(Debug)]
 pub(crate) struct ZkBackend {
@@ -427,7 +112,7 @@ impl ZkBackend {
         if hosts.is_empty() {
             return Err(usage());
         }
-        let session = Session {
+        let session = LiveSession {
             hosts: hosts.to_string(),
             chroot,
             timeout: opts.request_timeout * 2,
@@ -445,13 +130,7 @@ impl ZkBackend {
             other => Error::unavailable(format!("{url}: cannot open a session: {other}")),
         })?;
         *session.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(client);
-        let shared = Shared {
-            session,
-            abandoned: Abandoned::default(),
-            url: url.to_string(),
-            request_timeout: opts.request_timeout,
-            handle: Handle::try_current().ok(),
-        };
+        let shared = Shared { session, url: url.to_string(), request_timeout: opts.request_timeout };
         Ok(ZkBackend { shared: Arc::new(shared) })
     }
 
@@ -487,60 +166,8 @@ impl Backend for ZkBackend {
         Some(self.shared.session.timeout)
     }
 
-    async fn try_acquire(&self, req: &AcquireRequest, ticket: &mut Option<Ticket>) -> Result<Attempt> {
-        let s = &self.shared;
-        if ticket.is_none() {
-            *ticket = Some(Ticket::new(Entry::new(s.clone(), lock_dir(&req.name)?, req.holder.clone())));
-        }
-        let entry =
-            ticket.as_mut().and_then(|t| t.get_mut::<Entry>()).ok_or_else(|| Error::internal("zk: foreign ticket"))?;
-        let zk = s.client().await?;
-        let queue = entry.enqueue(zk).await.map_err(|e| s.err(e))?;
-        let node = entry.node.clone().ok_or_else(|| Error::internal("zk: queued without a node"))?;
-        match queue.iter().position(|n| *n == node.name) {
-            Some(0) => {
-                entry.granted = true;
-                let key = Some(entry.path(&node.name));
-                Ok(Attempt::Acquired(Grant {
-                    name: req.name.clone(),
-                    holder: req.holder.clone(),
-                    token: node.czxid,
-                    key,
-                }))
-            }
-            Some(i) => {
-                entry.predecessor = Some(queue[i - 1].clone());
-                Ok(Attempt::Busy(Busy { holder_ttl: None }))
-            }
-            None => Err(Error::internal("zk: our node is missing from the queue it was found in")),
-        }
-    }
-
-    async fn wait(
-        &self,
-        _req: &AcquireRequest,
-        _busy: &Busy,
-        ticket: &mut Option<Ticket>,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        let s = &self.shared;
-        let Some(entry) = ticket.as_mut().and_then(|t| t.get_mut::<Entry>()) else { return Ok(()) };
-        let Some(predecessor) = entry.predecessor.take() else { return Ok(()) };
-        let watcher = {
-            let zk = s.client().await?;
-            // getData, not exists: a watch on a node that is already gone would never fire and never be cleared.
-            match s.rpc(zk.get_and_watch_data(&entry.path(&predecessor))).await {
-                Ok((_, _, watcher)) => watcher,
-                Err(zk::Error::NoNode) => return Ok(()),
-                Err(e) => return Err(s.err(e)),
-            }
-            // The handle goes here, so a client closed while we wait ends its session at once.
-        };
-        match deadline {
-            Some(d) => drop(tokio::time::timeout_at(d, watcher.changed()).await),
-            None => drop(watcher.changed().await),
-        }
-        Ok(())
+    fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
+        Box::new(QueueEntry::new(self.shared.clone(), req, undo))
     }
 
     async fn renew(&self, grant: &Grant, _ttl: Duration) -> Result<()> {
@@ -573,10 +200,6 @@ impl Backend for ZkBackend {
                 Err(e) => return Err(s.err(e)),
             }
         }
-    }
-
-    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
-        self.shared.sweep(&req.holder).await
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
@@ -666,6 +289,7 @@ impl Backend for ZkBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
 
     #[test]
     fn queue_follows_curator_order() {

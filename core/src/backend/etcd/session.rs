@@ -114,11 +114,6 @@ impl Sessions {
         Ok(session)
     }
 
-    /// The live session for `ttl`, if one exists; never grants.
-    pub(super) async fn existing(&self, ttl: Duration) -> Option<Arc<Session>> {
-        self.map.lock().await.get(&ttl_secs(ttl)).filter(|s| !s.is_gone()).cloned()
-    }
-
     /// The session whose lease is `id`, if this client still keeps it alive.
     pub(super) async fn by_id(&self, id: i64) -> Option<Arc<Session>> {
         self.map.lock().await.values().find(|s| s.id == id).cloned()

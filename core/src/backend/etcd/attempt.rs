@@ -1,0 +1,142 @@
+//! One etcd acquire: a queue key on the client's lease for the TTL, the Txn that places it, and the watch of its
+//! predecessor. Dropped before the key became the lock, the attempt deletes the key.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::rpc::EtcdError;
+use super::{EtcdBackend, is_lease_not_found, key_of, ops, prefix_of};
+use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Grant, Pending, Undo};
+use crate::error::{Error, Result};
+
+/// A waiter's place in the queue: its key and that key's create revision (0 until an answer told it).
+#[derive(Debug)]
+struct QueueKey {
+    key: String,
+    rev: i64,
+}
+
+/// One acquire on etcd.
+pub(super) struct EtcdAttempt {
+    backend: Arc<EtcdBackend>,
+    req: AcquireRequest,
+    queued: Option<QueueKey>,
+    doubt: Doubt,
+    undo: Undo,
+}
+
+impl EtcdAttempt {
+    pub(super) fn new(backend: Arc<EtcdBackend>, req: AcquireRequest, undo: Undo) -> Self {
+        EtcdAttempt { backend, req, queued: None, doubt: Doubt::default(), undo }
+    }
+
+    /// Makes `key` our queue key. A new lease means a new key: the old one (gone with its lease) is deleted.
+    async fn queue_under(&mut self, key: String) {
+        if self.queued.as_ref().is_some_and(|q| q.key == key) {
+            return;
+        }
+        self.undo_entry(false);
+        self.backend.deletes.settled(&key).await;
+        self.queued = Some(QueueKey { key, rev: 0 });
+    }
+
+    /// Our key's and the owner's create revision: a read while our key is known to stand, else the Txn that
+    /// creates it.
+    async fn standing(&mut self, lease: i64) -> Result<(i64, i64), EtcdError> {
+        let queued = self.queued.as_mut().expect("queued before it stands");
+        let known = match queued.rev {
+            0 => None,
+            rev => self.backend.recheck(&self.req.name, &queued.key, rev).await?.map(|owner| (rev, owner)),
+        };
+        let (mine, owner) = match known {
+            Some(revs) => revs,
+            None => self.backend.enqueue(&self.req.name, &queued.key, lease).await?,
+        };
+        queued.rev = mine;
+        Ok((mine, owner))
+    }
+
+    /// Held if our key is the first created under the name; it then belongs to the lease, not to this attempt.
+    fn outcome(&mut self, mine: i64, owner: i64) -> Attempt {
+        if mine == 0 || owner != mine {
+            return Attempt::Busy(Busy::default());
+        }
+        let key = self.queued.take().map(|q| q.key);
+        Attempt::Acquired(Grant {
+            name: self.req.name.clone(),
+            holder: self.req.holder.clone(),
+            token: mine as u64,
+            key,
+        })
+    }
+
+    /// One attempt; a lease that expired under us (keepalives cut off) is forgotten and the key queued again on a
+    /// fresh one, once.
+    async fn attempt(&mut self) -> Result<Attempt> {
+        let backend = self.backend.clone();
+        let mut renewed_lease = false;
+        loop {
+            let session = backend.sessions.for_ttl(self.req.ttl).await.map_err(|e| backend.err(e))?;
+            self.queue_under(key_of(&self.req.name, session.id)).await;
+            match self.standing(session.id).await {
+                Ok((mine, owner)) => return Ok(self.outcome(mine, owner)),
+                Err(e) if is_lease_not_found(&e) && !renewed_lease => {
+                    backend.sessions.forget(session.id).await;
+                    renewed_lease = true;
+                }
+                Err(e) => return Err(backend.err(e)),
+            }
+        }
+    }
+
+    /// Deletes our queue key in the background, registered in the key table at once, so a later write of the same
+    /// key waits for it. An attempt in doubt keeps the local queue place meanwhile.
+    fn undo_entry(&mut self, in_doubt: bool) {
+        let Some(QueueKey { key, rev }) = self.queued.take() else { return };
+        let (deletion, rpc) = (self.backend.deletes.start(&key), self.backend.rpc.clone());
+        let task = async move {
+            if let Err(e) = deletion.run(rpc, rev).await {
+                tracing::warn!(%key, error = %super::rpc::describe(&e), "could not delete an abandoned queue key yet; retrying");
+            }
+        };
+        if in_doubt { self.undo.in_doubt(task) } else { self.undo.entry(task) }
+    }
+}
+
+#[async_trait]
+impl Pending for EtcdAttempt {
+    async fn try_acquire(&mut self) -> Result<Attempt> {
+        self.doubt.clone().settle(self.attempt()).await
+    }
+
+    async fn wait(&mut self, _busy: &Busy, deadline: Option<Instant>) -> Result<()> {
+        let Some(rev) = self.queued.as_ref().map(|q| q.rev) else {
+            return Err(Error::internal("etcd wait: no queue entry"));
+        };
+        let backend = &self.backend;
+        let waiting = async {
+            let found = backend
+                .rpc
+                .range(ops::created_before(&prefix_of(&self.req.name), rev))
+                .await
+                .map_err(|e| backend.err(e))?;
+            let at = ops::revision(found.header.as_ref());
+            let Some(predecessor) = found.kvs.into_iter().next() else {
+                return Ok(());
+            };
+            backend.watch_delete(&predecessor.key, at).await
+        };
+        match deadline {
+            Some(d) => tokio::time::timeout_at(d, waiting).await.unwrap_or(Ok(())),
+            None => waiting.await,
+        }
+    }
+}
+
+impl Drop for EtcdAttempt {
+    fn drop(&mut self) {
+        self.undo_entry(self.doubt.is_set());
+    }
+}

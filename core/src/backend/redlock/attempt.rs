@@ -1,0 +1,166 @@
+//! One Redlock acquire: a vote of every instance, the count, and the wait for release messages between votes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::join_all;
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
+
+use super::RedlockBackend;
+use crate::backend::record::Records;
+use crate::backend::redis::{PubSub, RedisBackend};
+use crate::backend::waiters::Subscription;
+use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Pending, Undo, poll_backoff};
+use crate::error::{Error, Result};
+
+/// How long a waiter sleeps when the holder's records have no known expiry before it looks again.
+const UNKNOWN_TTL_RECHECK: Duration = Duration::from_millis(100);
+
+/// What one acquire keeps between votes: each instance's subscription, which instances another holder's record was
+/// seen on (the only ones whose release messages mean something to us), and whether the last vote split.
+pub(super) struct RedlockAttempt {
+    backend: Arc<RedlockBackend>,
+    req: AcquireRequest,
+    subscriptions: Vec<Option<Subscription<PubSub>>>,
+    held_elsewhere: Vec<bool>,
+    split: bool,
+    doubt: Doubt,
+    undo: Undo,
+}
+
+/// What one vote came back with.
+#[derive(Default)]
+struct Votes {
+    tokens: Vec<u64>,
+    holder_ttls: Vec<Option<Duration>>,
+    errors: Vec<Error>,
+}
+
+impl RedlockAttempt {
+    pub(super) fn new(backend: Arc<RedlockBackend>, req: AcquireRequest, undo: Undo) -> Self {
+        let n = backend.instances.len();
+        RedlockAttempt {
+            backend,
+            req,
+            subscriptions: (0..n).map(|_| None).collect(),
+            held_elsewhere: vec![false; n],
+            split: false,
+            doubt: Doubt::default(),
+            undo,
+        }
+    }
+
+    /// Asks every instance at once for the record, noting where another holder's record was seen.
+    async fn vote(&mut self) -> Votes {
+        let req = &self.req;
+        let asks = self.backend.instances.iter().zip(self.subscriptions.iter_mut());
+        let results = join_all(asks.map(|(i, sub)| i.call(move |b| async move { b.take(req, sub).await }))).await;
+        let mut votes = Votes::default();
+        for (result, elsewhere) in results.into_iter().zip(self.held_elsewhere.iter_mut()) {
+            *elsewhere = false;
+            match result {
+                Ok(Attempt::Acquired(grant)) => votes.tokens.push(grant.token),
+                Ok(Attempt::Busy(busy)) => {
+                    *elsewhere = true;
+                    votes.holder_ttls.push(busy.holder_ttl);
+                }
+                Err(e) => votes.errors.push(e),
+            }
+        }
+        votes
+    }
+
+    /// The lock if a majority granted it; otherwise our records go (they would block others until they expire),
+    /// and the attempt is busy if a majority answered.
+    async fn count(&self, votes: Votes, started: Instant) -> Result<Attempt> {
+        let (backend, req) = (&self.backend, &self.req);
+        if votes.tokens.len() >= backend.quorum {
+            let sealed = backend.seal(req, &votes.tokens, started).await;
+            if sealed.is_err() {
+                backend.release_everywhere(req).await;
+            }
+            return sealed.map(Attempt::Acquired);
+        }
+        backend.release_everywhere(req).await;
+        let answered = votes.tokens.len() + votes.holder_ttls.len();
+        if answered < backend.quorum {
+            return Err(backend.no_majority("granted", votes.tokens.len(), votes.holder_ttls.len(), &votes.errors));
+        }
+        Ok(Attempt::Busy(Busy { holder_ttl: backend.free_in(votes.holder_ttls, answered) }))
+    }
+
+    /// One vote and its count.
+    async fn attempt(&mut self) -> Result<Attempt> {
+        let started = Instant::now();
+        let votes = self.vote().await;
+        self.split = !votes.tokens.is_empty();
+        self.count(votes, started).await
+    }
+
+    /// The connected instances that hold another's record, with their subscriptions: where we were granted, our own
+    /// clean-up sent a release message.
+    fn listeners(&mut self) -> Vec<(Arc<RedisBackend>, &mut Option<Subscription<PubSub>>)> {
+        self.backend
+            .instances
+            .iter()
+            .zip(self.subscriptions.iter_mut())
+            .zip(&self.held_elsewhere)
+            .filter(|(_, elsewhere)| **elsewhere)
+            .filter_map(|((instance, sub), _)| Some((instance.connected()?, sub)))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Pending for RedlockAttempt {
+    /// A failed count released everywhere it could; what it could not reach, the drop deletes again.
+    async fn try_acquire(&mut self) -> Result<Attempt> {
+        self.doubt.clone().settle(self.attempt()).await
+    }
+
+    async fn wait(&mut self, busy: &Busy, deadline: Option<Instant>) -> Result<()> {
+        let (req, split) = (self.req.clone(), self.split);
+        let listeners = self.listeners();
+        if listeners.is_empty() {
+            poll_backoff(busy, deadline).await;
+            return Ok(());
+        }
+        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(UNKNOWN_TTL_RECHECK);
+        if let Some(d) = deadline {
+            until = until.min(d);
+        }
+        let req = &req;
+        let mut woken: FuturesUnordered<_> = listeners
+            .into_iter()
+            .map(|(b, sub)| async move {
+                // An instance that fails here cannot wake us; the others, or the bound, will.
+                if b.wait_free(req, busy, sub, deadline).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            })
+            .collect();
+        let _ = tokio::time::timeout_at(until, woken.next()).await;
+        if split {
+            // Contenders of a split vote wake together on each other's clean-up; Redlock's random delay keeps them
+            // from splitting again.
+            poll_backoff(&Busy::default(), deadline).await;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RedlockAttempt {
+    fn drop(&mut self) {
+        if !self.doubt.is_set() {
+            return;
+        }
+        let (backend, req) = (self.backend.clone(), self.req.clone());
+        self.undo.in_doubt(async move {
+            if let Err(e) = backend.abandon(&req).await {
+                tracing::warn!(lock = %req.name, error = %e, "could not clean up a cancelled acquire; it expires after its TTL");
+            }
+        });
+    }
+}

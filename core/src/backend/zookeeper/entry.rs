@@ -1,0 +1,197 @@
+//! One acquire's queue entry: the EPHEMERAL_SEQUENTIAL node `<dir>/_c_<uuid>-lock-<seq10>`, found again by its
+//! protected prefix after a lost create reply, and the watch of its predecessor.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+use super::cleanup::{Leftover, delete};
+use super::shared::Shared;
+use super::{EPHEMERAL_SEQUENTIAL, LOCK_NAME, PROTECTED, TRIES, is_connection_loss, lock_dir, queue};
+use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Grant, Pending, Undo};
+use crate::error::{Error, Result};
+
+/// Our node once its create was answered.
+#[derive(Debug, Clone)]
+struct Node {
+    name: String,
+    czxid: u64,
+}
+
+/// One acquire's place in the queue. Dropped before the lock was granted, it deletes its node.
+pub(super) struct QueueEntry {
+    shared: Arc<Shared>,
+    req: AcquireRequest,
+    // The lock directory, or why the name has none.
+    dir: Result<String>,
+    uuid: String,
+    node: Option<Node>,
+    // A create may have reached the server: look for the node by prefix before creating another.
+    sent: bool,
+    predecessor: Option<String>,
+    granted: bool,
+    doubt: Doubt,
+    undo: Undo,
+}
+
+impl QueueEntry {
+    pub(super) fn new(shared: Arc<Shared>, req: AcquireRequest, undo: Undo) -> Self {
+        let (dir, uuid) = (lock_dir(&req.name), uuid::Uuid::new_v4().to_string());
+        QueueEntry {
+            shared,
+            req,
+            dir,
+            uuid,
+            node: None,
+            sent: false,
+            predecessor: None,
+            granted: false,
+            doubt: Doubt::default(),
+            undo,
+        }
+    }
+
+    fn dir(&self) -> &str {
+        self.dir.as_deref().unwrap_or_default()
+    }
+
+    /// `_c_<uuid>-lock-`: the node name before the server appends the sequence.
+    fn node_prefix(&self) -> String {
+        format!("{PROTECTED}{}-{LOCK_NAME}", self.uuid)
+    }
+
+    fn path(&self, node: &str) -> String {
+        format!("{}/{node}", self.dir())
+    }
+
+    /// Creates our node and lists the queue in one round trip: the session answers in order, so the listing
+    /// already contains the node.
+    async fn create(&mut self, zk: &zk::Client) -> Result<Vec<String>, zk::Error> {
+        let prefix = self.path(&self.node_prefix());
+        self.sent = true;
+        let create = zk.create(&prefix, self.req.holder.as_bytes(), &EPHEMERAL_SEQUENTIAL);
+        let list = zk.list_children(self.dir());
+        let (created, listed) = tokio::time::timeout(self.shared.request_timeout, futures::future::join(create, list))
+            .await
+            .unwrap_or((Err(zk::Error::Timeout), Err(zk::Error::Timeout)));
+        let (stat, seq) = created?;
+        self.node = Some(Node { name: format!("{}{seq}", self.node_prefix()), czxid: stat.czxid as u64 });
+        listed
+    }
+
+    /// After a lost create reply: our node if the create went through, with the children it was listed among.
+    async fn find(&mut self, zk: &zk::Client) -> Result<Option<Vec<String>>, zk::Error> {
+        let children = self.shared.rpc(zk.list_children(self.dir())).await?;
+        let Some(name) = children.iter().find(|c| c.starts_with(&format!("{PROTECTED}{}-", self.uuid))) else {
+            return Ok(None);
+        };
+        let Some(stat) = self.shared.rpc(zk.check_stat(&self.path(name))).await? else { return Ok(None) };
+        self.node = Some(Node { name: name.clone(), czxid: stat.czxid as u64 });
+        Ok(Some(children))
+    }
+
+    /// The queue in order with our node in it, creating the node (and the directory) as needed.
+    async fn enqueue(&mut self, mut zk: zk::Client) -> Result<Vec<String>, zk::Error> {
+        let mut last = zk::Error::ConnectionLoss;
+        for _ in 0..TRIES {
+            let listed = match (&self.node, self.sent) {
+                (Some(_), _) => self.shared.rpc(zk.list_children(self.dir())).await,
+                (None, true) => match self.find(&zk).await {
+                    Ok(Some(children)) => Ok(children),
+                    Ok(None) => self.create(&zk).await,
+                    Err(e) => Err(e),
+                },
+                (None, false) => self.create(&zk).await,
+            };
+            match listed {
+                Ok(children) => {
+                    let queue = queue(children);
+                    if self.node.as_ref().is_some_and(|n| queue.contains(&n.name)) {
+                        return Ok(queue);
+                    }
+                    // Our node is gone (an operator's force_release): queue again at the back.
+                    (self.node, self.sent) = (None, false);
+                    continue;
+                }
+                // The directory is missing or was reaped as an empty container: our node cannot exist.
+                Err(zk::Error::NoNode) => {
+                    (self.node, self.sent) = (None, false);
+                    self.shared.make_dirs(&zk, self.dir()).await?;
+                }
+                // The session and its nodes are gone: queue again on a new session.
+                Err(zk::Error::SessionExpired) => {
+                    (self.node, self.sent) = (None, false);
+                    zk = self.shared.session.client().await?;
+                }
+                Err(e) if is_connection_loss(&e) => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    /// One attempt: queued (once), then held if our node is first, else busy behind its predecessor.
+    async fn attempt(&mut self) -> Result<Attempt> {
+        let s = self.shared.clone();
+        if let Err(e) = &self.dir {
+            return Err(e.clone());
+        }
+        let zk = s.client().await?;
+        let queue = self.enqueue(zk).await.map_err(|e| s.err(e))?;
+        let node = self.node.clone().ok_or_else(|| Error::internal("zk: queued without a node"))?;
+        match queue.iter().position(|n| *n == node.name) {
+            Some(0) => {
+                self.granted = true;
+                let (name, holder) = (self.req.name.clone(), self.req.holder.clone());
+                Ok(Attempt::Acquired(Grant { name, holder, token: node.czxid, key: Some(self.path(&node.name)) }))
+            }
+            Some(i) => {
+                self.predecessor = Some(queue[i - 1].clone());
+                Ok(Attempt::Busy(Busy { holder_ttl: None }))
+            }
+            None => Err(Error::internal("zk: our node is missing from the queue it was found in")),
+        }
+    }
+}
+
+#[async_trait]
+impl Pending for QueueEntry {
+    async fn try_acquire(&mut self) -> Result<Attempt> {
+        self.doubt.clone().settle(self.attempt()).await
+    }
+
+    async fn wait(&mut self, _busy: &Busy, deadline: Option<Instant>) -> Result<()> {
+        let s = &self.shared;
+        let Some(predecessor) = self.predecessor.take() else { return Ok(()) };
+        let watcher = {
+            let zk = s.client().await?;
+            // getData, not exists: a watch on a node that is already gone would never fire and never be cleared.
+            match s.rpc(zk.get_and_watch_data(&self.path(&predecessor))).await {
+                Ok((_, _, watcher)) => watcher,
+                Err(zk::Error::NoNode) => return Ok(()),
+                Err(e) => return Err(s.err(e)),
+            }
+            // The handle goes here, so a client closed while we wait ends its session at once.
+        };
+        match deadline {
+            Some(d) => drop(tokio::time::timeout_at(d, watcher.changed()).await),
+            None => drop(watcher.changed().await),
+        }
+        Ok(())
+    }
+}
+
+impl Drop for QueueEntry {
+    fn drop(&mut self) {
+        if self.granted || !self.sent {
+            return;
+        }
+        let Some(zk) = self.shared.session.current() else { return };
+        let sent = self.node.take().map(|node| Box::pin(zk.delete(&self.path(&node.name), None)) as _);
+        let leftover = Leftover { dir: self.dir().to_string(), uuid: self.uuid.clone(), sent };
+        let task = delete(self.shared.clone(), leftover);
+        if self.doubt.is_set() { self.undo.in_doubt(task) } else { self.undo.entry(task) }
+    }
+}
