@@ -169,8 +169,12 @@ impl Client {
 
     /// Connects with explicit options.
     pub async fn connect_with(url: &str, opts: &ClientOptions) -> Result<Client> {
-        let backend = open(url, opts).await?;
-        Ok(Client {
+        Ok(Client::over(open(url, opts).await?, opts))
+    }
+
+    /// A client of `backend`, already open.
+    fn over(backend: Arc<dyn Backend>, opts: &ClientOptions) -> Client {
+        Client {
             inner: Arc::new(Inner {
                 backend,
                 table: Arc::default(),
@@ -182,7 +186,7 @@ impl Client {
                 closed: AtomicBool::new(false),
                 next_anon: AtomicU64::new(1),
             }),
-        })
+        }
     }
 
     /// This client's id, the first half of every holder id it writes.
@@ -270,3 +274,6 @@ impl Client {
         self.inner.backend.close().await;
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -39,7 +39,7 @@ use crate::mutant;
 pub(crate) mod etcd;
 pub(crate) mod memory;
 pub(crate) mod postgres;
-mod record;
+pub(crate) mod record;
 pub(crate) mod redis;
 pub(crate) mod redis_cluster;
 pub(crate) mod redlock;
