@@ -53,24 +53,33 @@ end
 return 0
 ";
 
-/// Compare-and-delete. KEYS: lock, channel. ARGV: holder. 1 if deleted, 0 if not ours.
-pub(super) const RELEASE: &str = r"
+/// Compare-and-delete, announced with `publish` (`publish`, or `spublish` for sharded pub/sub). KEYS: lock, channel.
+/// ARGV: holder. 1 if deleted, 0 if not ours.
+fn release_lua(publish: &str) -> String {
+    format!(
+        r"
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], 0)
+redis.call('{publish}', KEYS[2], 0)
 return 1
-";
+"
+    )
+}
 
-/// KEYS: lock, channel. Deletes whoever holds it (Redisson's forceUnlock does the same).
-pub(super) const FORCE_RELEASE: &str = r"
+/// Deletes whoever holds it (Redisson's forceUnlock does the same), announced with `publish`. KEYS: lock, channel.
+fn force_release_lua(publish: &str) -> String {
+    format!(
+        r"
 if redis.call('del', KEYS[1]) == 1 then
-  redis.call('publish', KEYS[2], 0)
+  redis.call('{publish}', KEYS[2], 0)
   return 1
 end
 return 0
-";
+"
+    )
+}
 
 /// KEYS: register. ARGV: token, value. nil if stored, else the higher accepted token.
 pub(super) const FENCE_WRITE: &str = r"
@@ -228,13 +237,13 @@ struct Scripts {
 }
 
 impl Scripts {
-    fn publishing_with(command: &str) -> Self {
-        let publish = |script: &str| script.replace("redis.call('publish',", &format!("redis.call('{command}',"));
+    /// The scripts of a deployment whose releases are announced with `publish`.
+    fn publishing_with(publish: &str) -> Self {
         Scripts {
             acquire: Script::new(ACQUIRE),
             renew: Script::new(RENEW),
-            release: Script::new(&publish(RELEASE)),
-            force: Script::new(&publish(FORCE_RELEASE)),
+            release: Script::new(&release_lua(publish)),
+            force: Script::new(&force_release_lua(publish)),
             fence_write: Script::new(FENCE_WRITE),
         }
     }
@@ -431,5 +440,21 @@ impl<D: Deployment> Records for RedisLock<D> {
             return Ok(());
         }
         self.release_script(&req.name, &req.holder).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_scripts_name_their_publish_command() {
+        let release = "\nif redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n  return 0\nend\nredis.call('del', KEYS[1])\n\
+                       redis.call('publish', KEYS[2], 0)\nreturn 1\n";
+        let force = "\nif redis.call('del', KEYS[1]) == 1 then\n  redis.call('publish', KEYS[2], 0)\n  return 1\nend\nreturn 0\n";
+        assert_eq!(release_lua("publish"), release);
+        assert_eq!(force_release_lua("publish"), force);
+        assert_eq!(release_lua("spublish"), release.replace("'publish'", "'spublish'"));
+        assert_eq!(force_release_lua("spublish"), force.replace("'publish'", "'spublish'"));
     }
 }

@@ -127,21 +127,7 @@ impl Pending for RedlockAttempt {
             poll_backoff(busy, deadline).await;
             return Ok(());
         }
-        let mut until = Instant::now() + busy.holder_ttl.unwrap_or(UNKNOWN_TTL_RECHECK);
-        if let Some(d) = deadline {
-            until = until.min(d);
-        }
-        let req = &req;
-        let mut woken: FuturesUnordered<_> = listeners
-            .into_iter()
-            .map(|(b, sub)| async move {
-                // An instance that fails here cannot wake us; the others, or the bound, will.
-                if b.wait_free(req, busy, sub, deadline).await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            })
-            .collect();
-        let _ = tokio::time::timeout_at(until, woken.next()).await;
+        first_release(listeners, &req, busy, deadline).await;
         if split {
             // Contenders of a split vote wake together on each other's clean-up; Redlock's random delay keeps them
             // from splitting again.
@@ -149,6 +135,30 @@ impl Pending for RedlockAttempt {
         }
         Ok(())
     }
+}
+
+/// Resolves on the first release message one of `listeners` hears, once enough of the holder's records have
+/// expired to free a majority (`busy`), or at `deadline`.
+async fn first_release(
+    listeners: Vec<(Arc<RedisBackend>, &mut Option<Subscription<PubSub>>)>,
+    req: &AcquireRequest,
+    busy: &Busy,
+    deadline: Option<Instant>,
+) {
+    let mut until = Instant::now() + busy.holder_ttl.unwrap_or(UNKNOWN_TTL_RECHECK);
+    if let Some(d) = deadline {
+        until = until.min(d);
+    }
+    let mut woken: FuturesUnordered<_> = listeners
+        .into_iter()
+        .map(|(b, sub)| async move {
+            // An instance that fails here cannot wake us; the others, or the bound, will.
+            if b.wait_free(req, busy, sub, deadline).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        })
+        .collect();
+    let _ = tokio::time::timeout_at(until, woken.next()).await;
 }
 
 impl Drop for RedlockAttempt {
