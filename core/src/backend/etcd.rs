@@ -9,7 +9,7 @@
 //!   runs the Txn again. The Txn compares the owner with our key as it is now, so a waiter whose key vanished while
 //!   it waited (its lease expired: the Jepsen finding on etcd 3.4.3) is never told it holds the lock.
 //! - As in etcd, locks are prefixes: the keys of lock `a/b` also lie under `a/`, so do not nest lock names.
-//! - Session-bound: a key lives while its client keeps the lease alive, so a lock outlives its TTL while the client
+//! - KeptLease-bound: a key lives while its client keeps the lease alive, so a lock outlives its TTL while the client
 //!   does; the TTL bounds how long a crashed client keeps it. `inspect` names the holder by its key, as the layout
 //!   (shared with etcdctl) has no room for a holder id.
 //!
@@ -31,7 +31,7 @@ use tonic::Code;
 use self::attempt::EtcdAttempt;
 use self::deletes::{Deletes, delete_own};
 use self::rpc::{EtcdError, Rpc, Settings, describe};
-use self::session::{Refresh, Session, Sessions};
+use self::session::{KeptLease, KeptLeases, Refresh};
 use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
@@ -102,7 +102,7 @@ fn is_lease_not_found(e: &EtcdError) -> bool {
 #[derive(Debug)]
 pub(crate) struct EtcdBackend {
     rpc: Arc<Rpc>,
-    sessions: Sessions,
+    leases: KeptLeases,
     deletes: Arc<Deletes>,
     url: String,
     request_timeout: Duration,
@@ -132,7 +132,7 @@ impl EtcdBackend {
                 _ => unavailable(format!("cannot connect: {}", describe(&e))),
             })?;
         Ok(EtcdBackend {
-            sessions: Sessions::new(rpc.clone()),
+            leases: KeptLeases::new(rpc.clone()),
             rpc,
             deletes: Arc::default(),
             url: shown,
@@ -177,9 +177,9 @@ impl EtcdBackend {
     }
 
     /// The lease session a grant's key rides on, if this client still keeps it alive.
-    async fn session_of(&self, grant: &Grant) -> Option<(String, Arc<Session>)> {
+    async fn session_of(&self, grant: &Grant) -> Option<(String, Arc<KeptLease>)> {
         let key = grant.key.clone()?;
-        let session = self.sessions.by_id(lease_in(&key)?).await?;
+        let session = self.leases.by_id(lease_in(&key)?).await?;
         Some((key, session))
     }
 
@@ -239,7 +239,7 @@ fn decode_fence(stored: &[u8]) -> Result<(u64, Vec<u8>), String> {
 #[async_trait]
 impl Backend for EtcdBackend {
     fn capability(&self) -> Capability {
-        // Session-bound: a key lives while its client keeps the lease alive, whatever the lock's own renewals.
+        // KeptLease-bound: a key lives while its client keeps the lease alive, whatever the lock's own renewals.
         Capability { fencing: true, native_wait: true, fair: true, session_bound: true }
     }
 
@@ -316,6 +316,6 @@ impl Backend for EtcdBackend {
     }
 
     async fn close(&self) {
-        self.sessions.revoke_all().await;
+        self.leases.revoke_all().await;
     }
 }

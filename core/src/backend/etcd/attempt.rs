@@ -78,12 +78,12 @@ impl EtcdAttempt {
         let backend = self.backend.clone();
         let mut renewed_lease = false;
         loop {
-            let session = backend.sessions.for_ttl(self.req.ttl).await.map_err(|e| backend.err(e))?;
+            let session = backend.leases.for_ttl(self.req.ttl).await.map_err(|e| backend.err(e))?;
             self.queue_under(key_of(&self.req.name, session.id)).await;
             match self.standing(session.id).await {
                 Ok((mine, owner)) => return Ok(self.outcome(mine, owner)),
                 Err(e) if is_lease_not_found(&e) && !renewed_lease => {
-                    backend.sessions.forget(session.id).await;
+                    backend.leases.forget(session.id).await;
                     renewed_lease = true;
                 }
                 Err(e) => return Err(backend.err(e)),

@@ -1,4 +1,4 @@
-//! Liveness: one etcd lease per client and TTL (etcd's `concurrency.Session`), kept alive by a KeepAlive stream
+//! Liveness: one etcd lease per client and TTL (etcd's `concurrency.KeptLease`), kept alive by a KeepAlive stream
 //! while the client lives. Every lock key of that TTL is attached to it, so an acquire never pays for a lease grant
 //! once the lease exists, and a crashed process frees its locks within the TTL.
 
@@ -25,19 +25,19 @@ struct Beat {
 }
 
 /// One granted lease and its keepalive task; dropping it stops the keepalives.
-pub(super) struct Session {
+pub(super) struct KeptLease {
     pub(super) id: i64,
     beat: Arc<Beat>,
     task: JoinHandle<()>,
 }
 
-impl fmt::Debug for Session {
+impl fmt::Debug for KeptLease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Session").field("id", &format_args!("{:x}", self.id)).finish_non_exhaustive()
+        f.debug_struct("KeptLease").field("id", &format_args!("{:x}", self.id)).finish_non_exhaustive()
     }
 }
 
-impl Drop for Session {
+impl Drop for KeptLease {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -53,7 +53,7 @@ pub(super) enum Refresh {
     Silent,
 }
 
-impl Session {
+impl KeptLease {
     /// Whether the server has reported the lease gone.
     pub(super) fn is_gone(&self) -> bool {
         self.beat.acked.borrow().is_none()
@@ -74,15 +74,15 @@ impl Session {
 }
 
 /// The sessions of one client, by TTL in whole seconds.
-pub(super) struct Sessions {
+pub(super) struct KeptLeases {
     rpc: Arc<Rpc>,
     // An async mutex: two first acquires with the same TTL must not both grant a lease.
-    map: Mutex<HashMap<i64, Arc<Session>>>,
+    map: Mutex<HashMap<i64, Arc<KeptLease>>>,
 }
 
-impl fmt::Debug for Sessions {
+impl fmt::Debug for KeptLeases {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sessions").finish_non_exhaustive()
+        f.debug_struct("KeptLeases").finish_non_exhaustive()
     }
 }
 
@@ -91,13 +91,13 @@ fn ttl_secs(ttl: Duration) -> i64 {
     (ttl.as_millis().div_ceil(1000) as i64).max(1)
 }
 
-impl Sessions {
+impl KeptLeases {
     pub(super) fn new(rpc: Arc<Rpc>) -> Self {
-        Sessions { rpc, map: Mutex::default() }
+        KeptLeases { rpc, map: Mutex::default() }
     }
 
     /// The live session for `ttl`, granting a lease and starting its keepalives if there is none.
-    pub(super) async fn for_ttl(&self, ttl: Duration) -> Result<Arc<Session>, EtcdError> {
+    pub(super) async fn for_ttl(&self, ttl: Duration) -> Result<Arc<KeptLease>, EtcdError> {
         let secs = ttl_secs(ttl);
         let mut map = self.map.lock().await;
         if let Some(s) = map.get(&secs).filter(|s| !s.is_gone()) {
@@ -109,13 +109,13 @@ impl Sessions {
         let period = Duration::from_secs(granted.ttl.max(1) as u64) / 3;
         let beat = Arc::new(Beat { acked: watch::Sender::new(Some(sent)), poke: Notify::new() });
         let task = tokio::spawn(keep_alive(self.rpc.clone(), granted.id, period, beat.clone()));
-        let session = Arc::new(Session { id: granted.id, beat, task });
+        let session = Arc::new(KeptLease { id: granted.id, beat, task });
         map.insert(secs, session.clone());
         Ok(session)
     }
 
     /// The session whose lease is `id`, if this client still keeps it alive.
-    pub(super) async fn by_id(&self, id: i64) -> Option<Arc<Session>> {
+    pub(super) async fn by_id(&self, id: i64) -> Option<Arc<KeptLease>> {
         self.map.lock().await.values().find(|s| s.id == id).cloned()
     }
 
@@ -141,54 +141,68 @@ impl Sessions {
 /// keeps it: a broken stream demotes its endpoint and reopens on the next.
 async fn keep_alive(rpc: Arc<Rpc>, id: i64, period: Duration, beat: Arc<Beat>) {
     let retry = (period / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
-    loop {
-        let sent = Instant::now();
-        let (endpoint, KeepAlive { mut send, mut replies }) = match rpc.keep_alive(id).await {
-            Ok((endpoint, Some(stream))) => (endpoint, stream),
-            Ok((_, None)) => break,
-            Err(e) => {
-                tracing::debug!(lease = %format_args!("{id:x}"), error = %describe(&e), "keepalive stream failed; reopening");
-                tokio::time::sleep(retry).await;
-                continue;
-            }
-        };
+    while let Some((endpoint, stream, sent)) = open_stream(&rpc, id, retry).await {
         // Opening the stream sent one keepalive and consumed its acknowledgement.
         beat.acked.send_replace(Some(sent));
-        let mut unanswered = VecDeque::new();
-        let mut next = sent + period;
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep_until(next) => {}
-                _ = beat.poke.notified() => {}
-                reply = replies.next() => match reply {
-                    Some(Ok(r)) if r.ttl > 0 => {
-                        if let Some(t) = unanswered.pop_front() {
-                            beat.acked.send_replace(Some(t));
-                        }
-                        continue;
-                    }
-                    Some(Ok(_)) => {
-                        beat.acked.send_replace(None);
-                        return;
-                    }
-                    None | Some(Err(_)) => {
-                        rpc.demote(endpoint);
-                        break;
-                    }
-                },
-            }
-            let now = Instant::now();
-            // A full channel holds a keepalive not yet sent: the poke or beat is already on its way.
-            match send.try_send(LeaseKeepAliveRequest { id }) {
-                Ok(()) => unanswered.push_back(now),
-                Err(e) if e.is_full() => {}
-                Err(_) => {
-                    rpc.demote(endpoint);
-                    break;
-                }
-            }
-            next = now + period;
+        match beat_on(stream, id, sent + period, period, &beat).await {
+            Ended::LeaseGone => break,
+            Ended::Broken => rpc.demote(endpoint),
         }
     }
     beat.acked.send_replace(None);
+}
+
+/// How one keepalive stream ended.
+enum Ended {
+    /// The server answered that the lease is gone.
+    LeaseGone,
+    /// The stream broke; another can be opened.
+    Broken,
+}
+
+/// A keepalive stream for lease `id`, its endpoint and when it was asked for, retrying every `retry` while opening
+/// fails; `None` once the server says the lease is gone.
+async fn open_stream(rpc: &Rpc, id: i64, retry: Duration) -> Option<(usize, KeepAlive, Instant)> {
+    loop {
+        let sent = Instant::now();
+        match rpc.keep_alive(id).await {
+            Ok((endpoint, Some(stream))) => return Some((endpoint, stream, sent)),
+            Ok((_, None)) => return None,
+            Err(e) => {
+                tracing::debug!(lease = %format_args!("{id:x}"), error = %describe(&e), "keepalive stream failed; reopening");
+                tokio::time::sleep(retry).await;
+            }
+        }
+    }
+}
+
+/// Sends a keepalive at `next` and every `period` after, or when poked, and reports each acknowledgement's send
+/// time, until the stream ends.
+async fn beat_on(stream: KeepAlive, id: i64, mut next: Instant, period: Duration, beat: &Beat) -> Ended {
+    let KeepAlive { mut send, mut replies } = stream;
+    let mut unanswered = VecDeque::new();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = beat.poke.notified() => {}
+            reply = replies.next() => match reply {
+                Some(Ok(r)) if r.ttl > 0 => {
+                    if let Some(t) = unanswered.pop_front() {
+                        beat.acked.send_replace(Some(t));
+                    }
+                    continue;
+                }
+                Some(Ok(_)) => return Ended::LeaseGone,
+                None | Some(Err(_)) => return Ended::Broken,
+            },
+        }
+        let now = Instant::now();
+        // A full channel holds a keepalive not yet sent: the poke or beat is already on its way.
+        match send.try_send(LeaseKeepAliveRequest { id }) {
+            Ok(()) => unanswered.push_back(now),
+            Err(e) if e.is_full() => {}
+            Err(_) => return Ended::Broken,
+        }
+        next = now + period;
+    }
 }
