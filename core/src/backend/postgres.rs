@@ -155,7 +155,7 @@ fn describe(config: &Config) -> String {
 
 /// The command connection with its statements, prepared once per connection so each step is one round trip.
 #[derive(Debug)]
-struct Session {
+struct PreparedConn {
     client: Client,
     acquire: Statement,
     renew: Statement,
@@ -206,7 +206,7 @@ pub(crate) struct PostgresBackend {
     config: Config,
     url: String,
     opts: ClientOptions,
-    session: AsyncMutex<Option<Arc<Session>>>,
+    session: AsyncMutex<Option<Arc<PreparedConn>>>,
     listener: AsyncMutex<Option<Arc<Listener>>>,
     closed: AtomicBool,
 }
@@ -283,7 +283,7 @@ impl PostgresBackend {
             .map_err(|e| Error::unavailable(format!("{}: cannot connect: {e}", self.url)))
     }
 
-    async fn open_session(&self) -> Result<Session> {
+    async fn open_session(&self) -> Result<PreparedConn> {
         let (client, conn) = self.open_connection().await?;
         let url = self.url.clone();
         tokio::spawn(async move {
@@ -295,7 +295,7 @@ impl PostgresBackend {
             if !client.query_one(SCHEMA_EXISTS, &[]).await?.try_get::<_, bool>(0)? {
                 client.batch_execute(SCHEMA).await?;
             }
-            // Prepared concurrently: the requests share the pipeline, so this costs about one round trip.
+            // PreparedConn concurrently: the requests share the pipeline, so this costs about one round trip.
             let (acquire, renew, free, inspect, fence_write, fence_read) = futures::try_join!(
                 client.prepare(ACQUIRE),
                 client.prepare(RENEW),
@@ -313,11 +313,11 @@ impl PostgresBackend {
                     Error::unavailable(format!("{}: no schema reply within {:?}", self.url, self.opts.connect_timeout))
                 })?
                 .map_err(|e| self.err(e).context("preparing the fencelock tables"))?;
-        Ok(Session { client, acquire, renew, free, inspect, fence_write, fence_read })
+        Ok(PreparedConn { client, acquire, renew, free, inspect, fence_write, fence_read })
     }
 
     /// The command connection, re-established if it was lost.
-    async fn session(&self) -> Result<Arc<Session>> {
+    async fn session(&self) -> Result<Arc<PreparedConn>> {
         live_or_open(&self.session, |s| !s.client.is_closed(), async { self.open_session().await.map(Arc::new) }).await
     }
 
@@ -336,7 +336,7 @@ impl PostgresBackend {
     /// call connects afresh instead of waiting on it again.
     async fn call<T>(
         &self,
-        session: &Arc<Session>,
+        session: &Arc<PreparedConn>,
         request: impl Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<T> {
         match tokio::time::timeout(self.opts.request_timeout, request).await {

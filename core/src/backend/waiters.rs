@@ -32,8 +32,9 @@ impl Channel {
     }
 }
 
+/// Who waits on one channel, and whether the connection listens on it.
 #[derive(Debug, Default)]
-struct Entry {
+struct ChannelUse {
     waiters: usize,
     listening: bool,
     channel: Arc<Channel>,
@@ -42,13 +43,13 @@ struct Entry {
 /// The channels one connection's waiters wait on.
 #[derive(Debug, Default)]
 pub(crate) struct Channels {
-    map: Mutex<HashMap<String, Entry>>,
+    map: Mutex<HashMap<String, ChannelUse>>,
     // Serialises listen/unlisten so a late unlisten never undoes a newer listen.
     order: AsyncMutex<()>,
 }
 
 impl Channels {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, ChannelUse>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -91,7 +92,7 @@ impl Channels {
     }
 }
 
-/// One waiter's interest in a channel, kept in its acquire's ticket; dropping the last one unlistens.
+/// One waiter's interest in a channel, kept by its acquire's attempt; dropping the last one unlistens.
 #[derive(Debug)]
 pub(crate) struct Subscription<L: Listen> {
     channels: Arc<Channels>,
