@@ -14,6 +14,9 @@
 //!   (shared with etcdctl) has no room for a holder id.
 //!
 //! An uncontended acquire + release is two round trips (the Txn, the delete), plus one lease grant per client and TTL.
+//!
+//! Files: `session.rs` (the kept leases), `attempt.rs` (one acquire's queue key), `deletes.rs` (deletes of our keys
+//! in flight), `ops.rs` (the KV requests and their replies), `rpc.rs` (the gRPC API with failover).
 
 mod attempt;
 mod deletes;

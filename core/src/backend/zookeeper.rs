@@ -14,9 +14,13 @@
 //! whatever its TTL, so a lease TTL above the session timeout is only as safe as its fence token. An expired session
 //! is replaced on the next call. Uncontended acquire + release costs two round trips: the create and the listing of
 //! the queue are pipelined (one session answers in order), then one delete.
+//!
+//! Files: `session.rs` (liveness), `layout.rs` (Curator's paths and queue order), `entry.rs` (one acquire's node),
+//! `cleanup.rs` (deleting a node an acquire left), `shared.rs` (what the backend and its attempts share).
 
 mod cleanup;
 mod entry;
+mod layout;
 mod session;
 mod shared;
 
@@ -29,16 +33,13 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use self::entry::QueueEntry;
+use self::layout::lock_dir;
 use self::session::LiveSession;
 use self::shared::Shared;
 use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 
-/// The protected-mode prefix Curator puts before the attempt uuid.
-const PROTECTED: &str = "_c_";
-/// Curator's lock node name; the queue is ordered by the text after its last occurrence.
-const LOCK_NAME: &str = "lock-";
 /// Where fence registers live, apart from every lock path.
 const FENCES: &str = "/fencelock/fences";
 /// How often one call retries a lost connection, a reaped directory or a vanished node before giving up.
@@ -54,26 +55,8 @@ pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn B
     Ok(Arc::new(ZkBackend::connect(url, opts).await?))
 }
 
-/// The lock directory of `name`: the name itself if absolute, else `/<name>`.
-fn lock_dir(name: &str) -> Result<String> {
-    let dir = if name.starts_with('/') { name.to_string() } else { format!("/{name}") };
-    if dir.ends_with('/') {
-        return Err(Error::invalid(format!("lock {name:?}: a ZooKeeper lock path must not end with '/'")));
-    }
-    Ok(dir)
-}
-
 fn fence_path(resource: &str) -> String {
     format!("{FENCES}/{}", resource.trim_start_matches('/'))
-}
-
-/// The lock nodes among `children`, in Curator's order. Other children (a nested lock's directory) are no
-/// contenders; Curator would count them, which only makes it wait longer, never hold alongside us.
-fn queue(children: Vec<String>) -> Vec<String> {
-    let key = |node: &str| node.rsplit_once(LOCK_NAME).map_or(String::new(), |(_, seq)| seq.to_string());
-    let mut queue: Vec<String> = children.into_iter().filter(|c| c.contains(LOCK_NAME)).collect();
-    queue.sort_by_cached_key(|node| key(node));
-    queue
 }
 
 /// Fence register data: the 8-byte big-endian token, then the value.
@@ -292,17 +275,7 @@ mod tests {
     use crate::error::ErrorKind;
 
     #[test]
-    fn queue_follows_curator_order() {
-        let children = ["_c_b-lock-0000000003", "dir", "_c_a-lock-0000000010", "x-lock-0000000001"];
-        let q = queue(children.iter().map(|s| s.to_string()).collect());
-        assert_eq!(q, ["x-lock-0000000001", "_c_b-lock-0000000003", "_c_a-lock-0000000010"]);
-    }
-
-    #[test]
-    fn paths_follow_curator_layout() {
-        assert_eq!(lock_dir("orders").unwrap(), "/orders");
-        assert_eq!(lock_dir("/locks/orders").unwrap(), "/locks/orders");
-        assert_eq!(lock_dir("/").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    fn fence_paths_lie_apart() {
         assert_eq!(fence_path("orders-table"), "/fencelock/fences/orders-table");
     }
 

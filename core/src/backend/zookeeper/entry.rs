@@ -8,8 +8,9 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::cleanup::{Leftover, delete};
+use super::layout::{LOCK_NAME, PROTECTED, lock_dir, queue};
 use super::shared::Shared;
-use super::{EPHEMERAL_SEQUENTIAL, LOCK_NAME, PROTECTED, TRIES, is_connection_loss, lock_dir, queue};
+use super::{EPHEMERAL_SEQUENTIAL, TRIES, is_connection_loss};
 use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Grant, Pending, Undo};
 use crate::error::{Error, Result};
 

@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
+use super::layout::{PROTECTED, queue};
 use super::session::LiveSession;
-use super::{CONTAINER, PERSISTENT, PROTECTED, queue};
+use super::{CONTAINER, PERSISTENT};
 use crate::error::{Error, ErrorKind, Result};
 
 /// State shared by the backend and its attempts.
