@@ -15,13 +15,13 @@
 //!   an attempt in doubt deletes whatever record its holder may have made. Async work goes to [`Undo`], which the
 //!   client hands to `begin`: it runs in the background, and `Client::close` waits for it.
 //! - **When.** At once on drop, never later: no table of late deletes decides anything afterwards.
-//! - **Ordering against the next acquire.** The holder id of a later call by the same client and owner is the same,
-//!   and on most backends so is the record, so an undo in doubt running after that call's grant would delete it.
-//!   [`Undo::in_doubt`] therefore keeps the call's local queue place until the undo is done: no later call of this
-//!   client reaches the backend for that name before. Within the undo, each backend orders the delete after the
-//!   attempt's own request: SQLite sends statements through a FIFO mutex, so the abandon runs after the upsert it
-//!   undoes; Redis, PostgreSQL and ZooKeeper answer one connection's requests in order; etcd deletes by create
-//!   revision, or, with none known, after its table of this client's keys lets the key be written again.
+//! - **Ordering.** An undo in doubt runs before the next call of this client on the name, which carries the same
+//!   holder id when the owner is the same, and on most backends the same record, which the undo would delete:
+//!   [`Undo::in_doubt`] keeps the call's local queue place until the undo is done. And every undo reaches the server
+//!   after the request it undoes, on the same ordered channel: SQLite's FIFO connection mutex (the abandon runs after
+//!   the upsert), one Redis or PostgreSQL connection, one ZooKeeper session. etcd deletes a queue key at its create
+//!   revision when that is known, and registers each delete of its own keys at once (`etcd/deletes.rs`), so a later
+//!   write of the same key — `<name>/<lease>`, shared by this client's calls with one TTL — waits for it.
 //! - **A grant.** `Acquired` ends the attempt's duty: the record then belongs to the lease, which releases it.
 
 use std::fmt;
