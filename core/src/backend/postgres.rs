@@ -25,7 +25,7 @@ use tokio_postgres::types::FromSqlOwned;
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socket, Statement};
 
 use super::record::{RecordAttempt, Records};
-use super::waiters::{Channels, Listen, Subscription};
+use super::waiters::{Channels, Listen, Subscription, wait_notified};
 use super::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
 };
@@ -184,6 +184,10 @@ impl Listen for Listener {
         if !self.client.is_closed() {
             let _ = self.client.batch_execute(&format!("UNLISTEN {channel}")).await;
         }
+    }
+
+    fn is_live(&self) -> bool {
+        !self.client.is_closed()
     }
 }
 
@@ -467,22 +471,12 @@ impl Records for PostgresBackend {
         waiter: &mut Self::Waiter,
         deadline: Option<Instant>,
     ) -> Result<()> {
-        let until = busy.wait_until(deadline);
-        let listening = waiter.as_ref().is_some_and(|sub| !sub.conn().client.is_closed());
-        if !listening {
-            *waiter = None;
+        let subscribe = async {
             let listener = self.listener().await?;
-            let sub = listener.channels.subscribe(&*listener, channel(&req.name)).await.map_err(|e| self.err(e))?;
-            *waiter = Some(sub);
-            // Listening only now: a release since the attempt notified no one we could hear, so look once.
-            if self.inspect(&req.name).await?.holder.is_none() {
-                return Ok(());
-            }
-        }
-        if let Some(sub) = waiter {
-            sub.wait_until(until).await;
-        }
-        Ok(())
+            listener.channels.subscribe(&*listener, channel(&req.name)).await.map_err(|e| self.err(e))
+        };
+        let free = async { Ok(self.inspect(&req.name).await?.holder.is_none()) };
+        wait_notified(waiter, busy.wait_until(deadline), subscribe, free).await
     }
 
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {

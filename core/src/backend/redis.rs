@@ -17,7 +17,7 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::record::{RecordAttempt, Records};
-use super::waiters::{Channels, Listen, Subscription};
+use super::waiters::{Channels, Listen, Subscription, wait_notified};
 use super::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
     ttl_ms,
@@ -413,25 +413,19 @@ impl<D: Deployment> Records for RedisLock<D> {
         waiter: &mut Self::Waiter,
         deadline: Option<Instant>,
     ) -> Result<()> {
-        let until = busy.wait_until(deadline);
-        if waiter.is_none() {
+        let subscribe = async {
             let pubsub = self.pubsub().await?;
-            let sub = self.channels.subscribe(pubsub, D::channel(&req.name)).await.map_err(|e| self.err(e))?;
-            *waiter = Some(sub);
-            // Subscribed after the attempt: a release in between sent no message we could see, so look once.
+            self.channels.subscribe(pubsub, D::channel(&req.name)).await.map_err(|e| self.err(e))
+        };
+        let free = async {
             let exists: bool = redis::cmd("EXISTS")
                 .arg(&req.name)
                 .query_async(&mut self.conn.clone())
                 .await
                 .map_err(|e| self.err(e))?;
-            if !exists {
-                return Ok(());
-            }
-        }
-        if let Some(sub) = waiter {
-            sub.wait_until(until).await;
-        }
-        Ok(())
+            Ok(!exists)
+        };
+        wait_notified(waiter, busy.wait_until(deadline), subscribe, free).await
     }
 
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {

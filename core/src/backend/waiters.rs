@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{Mutex as AsyncMutex, Notify};
 use tokio::time::Instant;
 
+use crate::error::Result;
+
 /// A connection that can start and stop listening on a channel.
 pub(crate) trait Listen: Clone + Send + Sync + 'static {
     type Error;
@@ -16,6 +18,10 @@ pub(crate) trait Listen: Clone + Send + Sync + 'static {
     fn listen(&self, channel: &str) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// Stops it; best effort (a closed connection listens to nothing anyway).
     fn unlisten(&self, channel: &str) -> impl Future<Output = ()> + Send;
+    /// Whether the connection still delivers notifications (one that reconnects by itself always does).
+    fn is_live(&self) -> bool {
+        true
+    }
 }
 
 /// Notifications seen on one channel.
@@ -118,11 +124,28 @@ impl<L: Listen> Subscription<L> {
         }
         let _ = tokio::time::timeout_at(until, notified).await;
     }
+}
 
-    /// The connection this subscription listens on.
-    pub(crate) fn conn(&self) -> &L {
-        &self.conn
+/// Waits on `waiter`'s channel for a notification, or until `until`. A waiter not listening yet (or whose connection
+/// died) subscribes first, then looks once, as a release since the attempt notified no one it could hear: `free`
+/// says whether the lock is free now.
+pub(crate) async fn wait_notified<L: Listen>(
+    waiter: &mut Option<Subscription<L>>,
+    until: Instant,
+    subscribe: impl Future<Output = Result<Subscription<L>>>,
+    free: impl Future<Output = Result<bool>>,
+) -> Result<()> {
+    if !waiter.as_ref().is_some_and(|sub| sub.conn.is_live()) {
+        *waiter = None;
+        *waiter = Some(subscribe.await?);
+        if free.await? {
+            return Ok(());
+        }
     }
+    if let Some(sub) = waiter {
+        sub.wait_until(until).await;
+    }
+    Ok(())
 }
 
 impl<L: Listen> Drop for Subscription<L> {
