@@ -145,6 +145,16 @@ impl Undo {
         (self.run)(Box::pin(task), false);
     }
 
+    /// Deletes the record an attempt in doubt on `name` may have made, with `abandon`; a failure leaves it to expire.
+    pub(crate) fn abandon(&self, name: &str, abandon: impl Future<Output = Result<()>> + Send + 'static) {
+        let name = name.to_string();
+        self.in_doubt(async move {
+            if let Err(e) = abandon.await {
+                tracing::warn!(lock = %name, error = %e, "could not clean up a cancelled acquire; it expires after its TTL");
+            }
+        });
+    }
+
     /// Undoes an attempt in doubt, keeping the local queue place until it is done.
     pub(crate) fn in_doubt(&self, task: impl Future<Output = ()> + Send + 'static) {
         if mutant::active("abort_leaves_record") {

@@ -69,10 +69,6 @@ impl<R: Records> Drop for RecordAttempt<R> {
             return;
         }
         let (records, req) = (self.records.clone(), self.req.clone());
-        self.undo.in_doubt(async move {
-            if let Err(e) = records.abandon(&req).await {
-                tracing::warn!(lock = %req.name, error = %e, "could not clean up a cancelled acquire; it expires after its TTL");
-            }
-        });
+        self.undo.abandon(&self.req.name, async move { records.abandon(&req).await });
     }
 }

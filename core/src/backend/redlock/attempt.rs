@@ -167,10 +167,6 @@ impl Drop for RedlockAttempt {
             return;
         }
         let (backend, req) = (self.backend.clone(), self.req.clone());
-        self.undo.in_doubt(async move {
-            if let Err(e) = backend.abandon(&req).await {
-                tracing::warn!(lock = %req.name, error = %e, "could not clean up a cancelled acquire; it expires after its TTL");
-            }
-        });
+        self.undo.abandon(&self.req.name, async move { backend.abandon(&req).await });
     }
 }
