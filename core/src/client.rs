@@ -8,14 +8,14 @@ use tokio::runtime::Handle;
 use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 
-use crate::backend::{AcquireRequest, Attempt, Backend, Capability, LockInfo};
+use crate::backend::{AcquireRequest, Attempt, Backend, Capability, LockInfo, open};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Fence;
 use crate::lease::{Hold, Lease};
 use crate::mutant;
 use crate::options::{ClientOptions, LockOptions, validate_name};
 use crate::reentry::{Claim, Table};
-use crate::url::{default_url, open};
+use crate::url::default_url;
 use crate::watchdog::Watchdog;
 
 /// State shared by a client, its leases and its fences.

@@ -8,16 +8,11 @@ use std::time::Duration;
 use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 
-use crate::backend::Grant;
+use crate::backend::{Grant, drift};
 use crate::client::Inner;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mutant;
 use crate::options::validate_ttl;
-
-/// Clock drift allowed for when computing validity (the Redlock rule: 1 % of the TTL plus 2 ms).
-pub(crate) fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
 
 /// How long a grant stays ours after the backend last confirmed it: the TTL, but no longer than the backend's own
 /// bound (a ZooKeeper session expires after its timeout whatever TTL was asked for), less drift.

@@ -32,10 +32,10 @@ use tonic::Code;
 use self::keys::{Keys, Queued, delete_own};
 use self::rpc::{EtcdError, Rpc, Settings, describe};
 use self::session::{Refresh, Session, Sessions};
+use super::redact;
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
-use crate::url::redact;
 
 /// Prefix of the fence registers, a namespace apart from lock keys.
 const FENCE_PREFIX: &str = "fencelock/fence/";

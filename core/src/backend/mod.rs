@@ -10,12 +10,17 @@ use tokio::time::Instant;
 
 use crate::error::{Error, ErrorKind, Result};
 
+pub(crate) use redact::redact;
+pub(crate) use schemes::open;
+
 pub(crate) mod etcd;
 pub(crate) mod memory;
 pub(crate) mod postgres;
+mod redact;
 pub(crate) mod redis;
 pub(crate) mod redis_cluster;
 pub(crate) mod redlock;
+mod schemes;
 pub(crate) mod sqlite;
 mod waiters;
 pub(crate) mod zookeeper;
@@ -55,7 +60,6 @@ pub struct Grant {
     /// The fencing token of this grant.
     pub token: u64,
     /// The backend's own key for the record when it is not derivable from the name (etcd key, ZooKeeper node).
-    #[allow(dead_code, reason = "read by the queueing backends (etcd, ZooKeeper)")]
     pub key: Option<String>,
 }
 
@@ -189,6 +193,11 @@ pub(crate) async fn poll_backoff(busy: &Busy, deadline: Option<Instant>) {
 /// Microseconds since the Unix epoch on this host: the seed of a fence counter that is missing.
 pub(crate) fn unix_micros() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// Clock drift allowed for when computing validity (the Redlock rule: 1 % of the TTL plus 2 ms).
+pub(crate) fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
 }
 
 /// Whole milliseconds of a TTL, at least 1 (backends speak milliseconds).

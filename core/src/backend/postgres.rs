@@ -24,11 +24,11 @@ use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::types::FromSqlOwned;
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socket, Statement};
 
+use super::redact;
 use super::waiters::{Channels, Listen, Subscription};
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
-use crate::url::redact;
 
 /// Prefixes a statement with the CTE `now`: the server clock in unix µs, read once so every comparison in the
 /// statement agrees. `clock_timestamp()`, not `now()`: `now()` is the start of the transaction, which need not be

@@ -16,13 +16,13 @@ use redis::{Client, FromRedisValue, ProtocolVersion, PushInfo, PushKind, RedisEr
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+use super::redact;
 use super::waiters::{Channels, Listen, Subscription};
 use super::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held, ttl_ms,
 };
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
-use crate::url::redact;
 
 /// Takes the lock if free, or if the record is ours (a grant whose reply was lost); the token counter is seeded
 /// from the server clock in µs when missing, so a restart without persistence does not send tokens backwards.

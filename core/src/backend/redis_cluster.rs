@@ -51,11 +51,11 @@ use redis::cluster_routing::Slot;
 use redis::{ErrorKind as RedisErrorKind, ProtocolVersion, PushInfo, RedisError, ServerErrorKind};
 
 use super::Backend;
+use super::redact;
 use super::redis::{Deployment, RedisLock, is_transient, on_push};
 use super::waiters::{Channels, Listen};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
-use crate::url::redact;
 
 /// Retries redis-rs makes on redirects and reconnects within one request; the request timeout bounds them anyway.
 const CLUSTER_RETRIES: u32 = 3;

@@ -41,13 +41,12 @@ use tokio::time::Instant;
 use self::config::parse;
 use self::instance::Instance;
 use super::redis::{RedisBackend, token_key};
+use super::{drift, redact};
 use super::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, lock_lost, not_held, poll_backoff,
 };
 use crate::error::{Error, ErrorKind, Result};
-use crate::lease::drift;
 use crate::options::ClientOptions;
-use crate::url::redact;
 
 /// How long a waiter sleeps when the holder's records have no known expiry before it looks again.
 const UNKNOWN_TTL_RECHECK: Duration = Duration::from_millis(100);

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::url::redact;
+use crate::backend::redact;
 
 /// How long one instance may take to answer one request unless the URL says otherwise.
 const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_millis(50);

@@ -10,7 +10,7 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use crate::backend::redis::RedisBackend;
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
-use crate::url::redact;
+use crate::backend::redact;
 
 /// A connection attempt that any number of requests can await.
 type Dial = Shared<BoxFuture<'static, Result<Arc<RedisBackend>>>>;
