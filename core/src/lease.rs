@@ -9,10 +9,18 @@ use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 
 use crate::backend::{Grant, drift};
-use crate::client::Inner;
 use crate::error::{Error, ErrorKind, Result};
+use crate::handle::ClientHandle;
 use crate::mutant;
 use crate::options::validate_ttl;
+use crate::reentry::{Reentrant, Table};
+
+/// What a hold keeps of its client: the backend and closed flag, and the local table it must leave at the end.
+#[derive(Debug, Clone)]
+pub(crate) struct Link {
+    pub(crate) client: Arc<ClientHandle>,
+    pub(crate) table: Arc<Table<Hold>>,
+}
 
 /// How long a grant stays ours after the backend last confirmed it: the TTL, but no longer than the backend's own
 /// bound (a ZooKeeper session expires after its timeout whatever TTL was asked for), less drift.
@@ -33,7 +41,7 @@ struct HoldState {
 /// The shared state behind every `Lease` of one grant.
 #[derive(Debug)]
 pub(crate) struct Hold {
-    pub(crate) inner: Arc<Inner>,
+    link: Link,
     pub(crate) grant: Grant,
     pub(crate) owner: Option<String>,
     pub(crate) watchdog: bool,
@@ -54,7 +62,7 @@ pub(crate) enum Due {
 
 impl Hold {
     pub(crate) fn new(
-        inner: Arc<Inner>,
+        link: Link,
         grant: Grant,
         owner: Option<String>,
         ttl: Duration,
@@ -62,9 +70,9 @@ impl Hold {
         watchdog: bool,
         gate: OwnedMutexGuard<()>,
     ) -> Self {
-        let bound = inner.backend.lease_bound();
+        let bound = link.client.backend.lease_bound();
         Hold {
-            inner,
+            link,
             grant,
             owner,
             watchdog,
@@ -81,25 +89,16 @@ impl Hold {
         }
     }
 
+    fn backend(&self) -> &dyn crate::backend::Backend {
+        &*self.link.client.backend
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, HoldState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn describe(&self) -> String {
-        format!("lock {:?} on {}", self.grant.name, self.inner.backend.describe())
-    }
-
-    /// One more reentrant hold, unless released; `LockLost` if the grant is already lost.
-    pub(crate) fn reenter(&self) -> Option<Result<()>> {
-        let mut st = self.state();
-        if st.released {
-            return None;
-        }
-        if let Some(reason) = &st.lost {
-            return Some(Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe()))));
-        }
-        st.count += 1;
-        Some(Ok(()))
+        format!("lock {:?} on {}", self.grant.name, self.backend().describe())
     }
 
     /// Fires the lost signal, once; never after a release.
@@ -133,7 +132,7 @@ impl Hold {
     /// The watchdog's renewal period: a third of the TTL, or of the backend's lease bound if shorter.
     pub(crate) fn renew_every(&self) -> Duration {
         let ttl = self.ttl();
-        self.inner.backend.lease_bound().map_or(ttl, |b| ttl.min(b))
+        self.backend().lease_bound().map_or(ttl, |b| ttl.min(b))
             / if mutant::active("watchdog_renews_at_ttl") { 1 } else { 3 }
     }
 
@@ -142,7 +141,7 @@ impl Hold {
     }
 
     fn check_active(&self) -> Result<()> {
-        if self.inner.is_closed() {
+        if self.link.client.is_closed() {
             return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.describe())));
         }
         let st = self.state();
@@ -164,11 +163,11 @@ impl Hold {
         self.check_active()?;
         let ttl = ttl.unwrap_or_else(|| self.ttl());
         let sent = Instant::now();
-        match self.inner.backend.renew(&self.grant, ttl).await {
+        match self.backend().renew(&self.grant, ttl).await {
             Ok(()) => {
                 let mut st = self.state();
                 st.ttl = ttl;
-                st.valid_until = sent + validity(ttl, self.inner.backend.lease_bound());
+                st.valid_until = sent + validity(ttl, self.backend().lease_bound());
                 Ok(())
             }
             Err(e) if e.kind() == ErrorKind::LockLost => {
@@ -217,7 +216,7 @@ impl Hold {
     async fn release_record(&self) -> Result<()> {
         let mut pause = Duration::from_millis(10);
         loop {
-            match self.inner.backend.release(&self.grant).await {
+            match self.backend().release(&self.grant).await {
                 Err(e) if e.kind() == ErrorKind::Unavailable && Instant::now() + pause < self.valid_until() => {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(500));
@@ -230,7 +229,7 @@ impl Hold {
     /// Lets the next local owner in and forgets this hold.
     fn end(&self) {
         self.gate.lock().unwrap_or_else(|p| p.into_inner()).take();
-        self.inner.table.unregister(&self.grant.name, self);
+        self.link.table.unregister(&self.grant.name, self);
     }
 
     /// Releases the record whatever the hold count (client close).
@@ -242,6 +241,28 @@ impl Hold {
         }
         drop(_io);
         self.end();
+    }
+}
+
+impl Reentrant for Hold {
+    fn name(&self) -> &str {
+        &self.grant.name
+    }
+
+    fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
+    fn reenter(&self) -> Option<Result<()>> {
+        let mut st = self.state();
+        if st.released {
+            return None;
+        }
+        if let Some(reason) = &st.lost {
+            return Some(Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe()))));
+        }
+        st.count += 1;
+        Some(Ok(()))
     }
 }
 
@@ -314,7 +335,7 @@ impl Lease {
             return Err(Error::new(ErrorKind::NotHeld, format!("{}: already released", self.hold.describe())));
         }
         // `close` released every hold; the backend, whose connections are gone, has nothing to add.
-        if self.hold.inner.is_closed() {
+        if self.hold.link.client.is_closed() {
             return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.hold.describe())));
         }
         // A caller that stops waiting (a timeout, a cancelled RPC) must not leave the release half done: the name's
@@ -335,7 +356,7 @@ impl Drop for Unfinished {
     fn drop(&mut self) {
         if let Some(hold) = self.0.take() {
             let task = hold.clone();
-            hold.inner.spawn_cleanup(async move {
+            hold.link.client.tasks.spawn(async move {
                 let _ = task.release_one().await;
             });
         }
@@ -348,7 +369,7 @@ impl Drop for Lease {
             return;
         }
         let hold = self.hold.clone();
-        self.hold.inner.spawn_cleanup(async move {
+        self.hold.link.client.tasks.spawn(async move {
             let _ = hold.release_one().await;
         });
     }

@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fencelock_proto::mvccpb::event::EventType;
-use tokio::runtime::Handle;
 use tokio::time::Instant;
 use tonic::Code;
 
@@ -36,13 +35,14 @@ use super::redact;
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
+use crate::tasks::Tasks;
 
 /// Prefix of the fence registers, a namespace apart from lock keys.
 const FENCE_PREFIX: &str = "fencelock/fence/";
 
 /// Opens the backend `url` names.
-pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(EtcdBackend::connect(url, opts).await?))
+pub(crate) async fn connect(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(EtcdBackend::connect(url, opts, tasks).await?))
 }
 
 /// What an `etcd://` URL names.
@@ -104,13 +104,13 @@ pub(crate) struct EtcdBackend {
     rpc: Arc<Rpc>,
     sessions: Sessions,
     keys: Arc<Keys>,
-    handle: Option<Handle>,
+    tasks: Tasks,
     url: String,
     request_timeout: Duration,
 }
 
 impl EtcdBackend {
-    async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
+    async fn connect(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Self> {
         let target = parse_url(url)?;
         let shown = redact(url);
         let unavailable = |what: String| Error::unavailable(format!("{shown}: {what}"));
@@ -136,7 +136,7 @@ impl EtcdBackend {
             sessions: Sessions::new(rpc.clone()),
             rpc,
             keys: Arc::default(),
-            handle: Handle::try_current().ok(),
+            tasks: tasks.clone(),
             url: shown,
             request_timeout: opts.request_timeout,
         })
@@ -262,7 +262,7 @@ impl Backend for EtcdBackend {
                     key.clone(),
                     self.keys.clone(),
                     self.rpc.clone(),
-                    self.handle.clone(),
+                    self.tasks.clone(),
                 )));
             }
             let queued = ticket.as_mut().and_then(|t| t.get_mut::<Queued>()).expect("the ticket was just set");
@@ -343,7 +343,7 @@ impl Backend for EtcdBackend {
 
     async fn release(&self, grant: &Grant) -> Result<()> {
         let Some(key) = grant.key.as_deref() else { return Err(not_held(grant, &self.url)) };
-        let deleted = self.keys.start_delete(key).run(self.rpc.clone(), grant.token as i64).await;
+        let deleted = self.keys.start_delete(key).run(self.rpc.clone(), grant.token as i64, &self.tasks).await;
         if deleted.map_err(|e| self.err(e))? { Ok(()) } else { Err(not_held(grant, &self.url)) }
     }
 
@@ -353,7 +353,7 @@ impl Backend for EtcdBackend {
         let key = key_of(&req.name, session.id);
         // A live entry or a delete in flight means the queue entry's own cleanup owns the key.
         let Some(deletion) = self.keys.start_delete_if_unused(&key) else { return Ok(()) };
-        deletion.run(self.rpc.clone(), 0).await.map(drop).map_err(|e| self.err(e))
+        deletion.run(self.rpc.clone(), 0, &self.tasks).await.map(drop).map_err(|e| self.err(e))
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {

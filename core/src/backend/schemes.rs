@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::{Backend, memory::MemoryBackend, redis::RedisBackend, sqlite::SqliteBackend};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
+use crate::tasks::Tasks;
 
 const SCHEMES: &str = "sqlite:, postgres://, redis://, rediss://, redis+cluster://, redlock://, etcd://, zk://, memory://";
 
@@ -17,7 +18,7 @@ fn scheme_of(url: &str) -> Result<(String, &str)> {
 }
 
 /// Opens the backend a URL names.
-pub(crate) async fn open(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
+pub(crate) async fn open(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Arc<dyn Backend>> {
     let (scheme, rest) = scheme_of(url)?;
     let backend: Arc<dyn Backend> = match scheme.as_str() {
         "sqlite" => {
@@ -31,8 +32,8 @@ pub(crate) async fn open(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Back
         "memory" => Arc::new(MemoryBackend::named(rest.trim_start_matches('/'))),
         "redis+cluster" => super::redis_cluster::connect(url, opts).await?,
         "redlock" => super::redlock::connect(url, opts).await?,
-        "etcd" => super::etcd::connect(url, opts).await?,
-        "zk" => super::zookeeper::connect(url, opts).await?,
+        "etcd" => super::etcd::connect(url, opts, tasks).await?,
+        "zk" => super::zookeeper::connect(url, opts, tasks).await?,
         "postgres" | "postgresql" => super::postgres::connect(url, opts).await?,
         other => {
             return Err(Error::invalid(format!("URL {url:?}: unknown scheme {other:?}; expected {SCHEMES}")));
@@ -48,13 +49,13 @@ mod tests {
 
     #[tokio::test]
     async fn bad_urls_name_the_problem() {
-        let opts = ClientOptions::default();
-        let err = open("nonsense", &opts).await.unwrap_err();
+        let (opts, tasks) = (ClientOptions::default(), Tasks::new());
+        let err = open("nonsense", &opts, &tasks).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
         assert!(err.message().contains("no scheme"), "{err}");
-        let err = open("ftp://x", &opts).await.unwrap_err();
+        let err = open("ftp://x", &opts, &tasks).await.unwrap_err();
         assert!(err.message().contains("\"ftp\""), "{err}");
-        let err = open("sqlite:", &opts).await.unwrap_err();
+        let err = open("sqlite:", &opts, &tasks).await.unwrap_err();
         assert!(err.message().contains("file path"), "{err}");
     }
 }

@@ -21,13 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::runtime::Handle;
 use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
+use crate::tasks::Tasks;
 
 /// The protected-mode prefix Curator puts before the attempt uuid.
 const PROTECTED: &str = "_c_";
@@ -44,8 +44,8 @@ const PERSISTENT: zk::CreateOptions<'static> = zk::CreateMode::Persistent.with_a
 const CONTAINER: zk::CreateOptions<'static> = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
 
 /// Opens the backend `url` names.
-pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(ZkBackend::connect(url, opts).await?))
+pub(crate) async fn connect(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(ZkBackend::connect(url, opts, tasks).await?))
 }
 
 /// The lock directory of `name`: the name itself if absolute, else `/<name>`.
@@ -178,7 +178,7 @@ struct Shared {
     abandoned: Abandoned,
     url: String,
     request_timeout: Duration,
-    handle: Option<Handle>,
+    tasks: Tasks,
 }
 
 impl Shared {
@@ -271,9 +271,7 @@ impl Shared {
     }
 
     fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        if let Some(h) = Handle::try_current().ok().or_else(|| self.handle.clone()) {
-            h.spawn(task);
-        }
+        self.tasks.spawn(task);
     }
 }
 
@@ -417,7 +415,7 @@ pub(crate) struct ZkBackend {
 }
 
 impl ZkBackend {
-    async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
+    async fn connect(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Self> {
         let usage = || Error::invalid(format!("URL {url:?}: expected zk://host:port[,host:port…][/chroot]"));
         let rest = url.split_once("://").map(|(_, rest)| rest).ok_or_else(usage)?;
         let (hosts, chroot) = match rest.split_once('/') {
@@ -450,7 +448,7 @@ impl ZkBackend {
             abandoned: Abandoned::default(),
             url: url.to_string(),
             request_timeout: opts.request_timeout,
-            handle: Handle::try_current().ok(),
+            tasks: tasks.clone(),
         };
         Ok(ZkBackend { shared: Arc::new(shared) })
     }

@@ -7,11 +7,11 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::runtime::Handle;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use super::ops;
 use super::rpc::{EtcdError, Rpc};
+use crate::tasks::Tasks;
 
 /// What this client is doing with one of its keys.
 #[derive(Debug)]
@@ -43,14 +43,14 @@ impl Deletion {
     /// Deletes the key if it is the one made at `rev` (any version of it when `rev` is 0: the reply that would have
     /// told us the revision was lost). Whether it was deleted. On failure the attempts go on in the background, as
     /// the key's lease is kept alive: a key left behind would block the lock until this client closes.
-    pub(super) async fn run(self, rpc: Arc<Rpc>, rev: i64) -> Result<bool, EtcdError> {
+    pub(super) async fn run(self, rpc: Arc<Rpc>, rev: i64, tasks: &Tasks) -> Result<bool, EtcdError> {
         match delete_own(&rpc, &self.key, rev).await {
             Ok(deleted) => {
                 self.finish();
                 Ok(deleted)
             }
             Err(e) => {
-                tokio::spawn(self.retry(rpc, rev));
+                tasks.spawn(self.retry(rpc, rev));
                 Err(e)
             }
         }
@@ -128,7 +128,7 @@ pub(super) struct Queued {
     armed: bool,
     keys: Arc<Keys>,
     rpc: Arc<Rpc>,
-    handle: Option<Handle>,
+    tasks: Tasks,
 }
 
 impl fmt::Debug for Queued {
@@ -139,8 +139,8 @@ impl fmt::Debug for Queued {
 
 impl Queued {
     /// An entry for `key`, claimed in the table by the caller.
-    pub(super) fn new(key: String, keys: Arc<Keys>, rpc: Arc<Rpc>, handle: Option<Handle>) -> Self {
-        Queued { key, rev: 0, armed: true, keys, rpc, handle }
+    pub(super) fn new(key: String, keys: Arc<Keys>, rpc: Arc<Rpc>, tasks: Tasks) -> Self {
+        Queued { key, rev: 0, armed: true, keys, rpc, tasks }
     }
 
     /// The key became the lock: it outlives the queue entry and is deleted by `release`.
@@ -155,16 +155,13 @@ impl Drop for Queued {
             return;
         }
         let deletion = self.keys.start_delete(&self.key);
-        let (rpc, key, rev) = (self.rpc.clone(), self.key.clone(), self.rev);
+        let (rpc, key, rev, tasks) = (self.rpc.clone(), self.key.clone(), self.rev, self.tasks.clone());
         let task = async move {
-            if let Err(e) = deletion.run(rpc, rev).await {
+            if let Err(e) = deletion.run(rpc, rev, &tasks).await {
                 tracing::warn!(%key, error = %super::rpc::describe(&e), "could not delete an abandoned queue key yet; retrying");
             }
         };
-        match Handle::try_current().ok().or_else(|| self.handle.clone()) {
-            Some(h) => drop(h.spawn(task)),
-            None => tracing::warn!(key = %self.key, "queue key dropped outside a runtime; it goes with its lease"),
-        }
+        self.tasks.spawn(task);
     }
 }
 
