@@ -31,11 +31,14 @@ use tonic::Code;
 use self::keys::{Keys, Queued, delete_own};
 use self::rpc::{EtcdError, Rpc, Settings, describe};
 use self::session::{Refresh, Session, Sessions};
-use super::redact;
+use super::{parse_hosts, redact};
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::tasks::Tasks;
+
+/// The port of an etcd host that names none.
+const ETCD_PORT: u16 = 2379;
 
 /// Prefix of the fence registers, a namespace apart from lock keys.
 const FENCE_PREFIX: &str = "fencelock/fence/";
@@ -66,18 +69,7 @@ fn parse_url(url: &str) -> Result<Target> {
         }
         None => (None, rest),
     };
-    let mut endpoints = Vec::new();
-    for host in hosts.split(',') {
-        if host.is_empty() || host.contains('/') {
-            return Err(bad(&format!("bad host {host:?}")));
-        }
-        let with_port = if host.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
-            host.to_string()
-        } else {
-            format!("{host}:2379")
-        };
-        endpoints.push(format!("http://{with_port}"));
-    }
+    let endpoints = parse_hosts(hosts, ETCD_PORT).map_err(|e| bad(&e))?.iter().map(|h| format!("http://{h}")).collect();
     Ok(Target { endpoints, user })
 }
 

@@ -10,10 +10,12 @@ use tokio::time::Instant;
 
 use crate::error::{Error, ErrorKind, Result};
 
+pub(crate) use hosts::{Host, parse_hosts};
 pub(crate) use redact::redact;
 pub(crate) use schemes::open;
 
 pub(crate) mod etcd;
+mod hosts;
 pub(crate) mod memory;
 pub(crate) mod postgres;
 mod redact;
@@ -194,6 +196,9 @@ pub(crate) async fn poll_backoff(busy: &Busy, deadline: Option<Instant>) {
 pub(crate) fn unix_micros() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
+
+/// The port of a Redis host that names none.
+pub(crate) const REDIS_PORT: u16 = 6379;
 
 /// Clock drift allowed for when computing validity (the Redlock rule: 1 % of the TTL plus 2 ms).
 pub(crate) fn drift(ttl: Duration) -> Duration {

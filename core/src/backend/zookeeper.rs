@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
+use super::{Host, parse_hosts};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
 use crate::tasks::Tasks;
@@ -33,6 +34,8 @@ use crate::tasks::Tasks;
 const PROTECTED: &str = "_c_";
 /// Curator's lock node name; the queue is ordered by the text after its last occurrence.
 const LOCK_NAME: &str = "lock-";
+/// The port of a ZooKeeper host that names none.
+const ZK_PORT: u16 = 2181;
 /// Where fence registers live, apart from every lock path.
 const FENCES: &str = "/fencelock/fences";
 /// How often one call retries a lost connection, a reaped directory or a vanished node before giving up.
@@ -422,11 +425,9 @@ impl ZkBackend {
             Some((hosts, root)) => (hosts, Some(format!("/{}", root.trim_end_matches('/'))).filter(|r| r != "/")),
             None => (rest, None),
         };
-        if hosts.is_empty() {
-            return Err(usage());
-        }
+        let hosts = parse_hosts(hosts, ZK_PORT).map_err(|e| Error::invalid(format!("URL {url:?}: {e}")))?;
         let session = Session {
-            hosts: hosts.to_string(),
+            hosts: hosts.iter().map(Host::to_string).collect::<Vec<_>>().join(","),
             chroot,
             timeout: opts.request_timeout * 2,
             connect_timeout: opts.connect_timeout,
