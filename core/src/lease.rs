@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 
-use crate::backend::{Grant, drift};
+use crate::backend::{Backoff, Grant, drift};
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::ClientHandle;
 use crate::mutant;
@@ -214,12 +214,13 @@ impl Hold {
     /// compare-and-delete is idempotent, and one given up on a dropped connection (the first command after a server
     /// restart) would leave the record until its TTL and the caller without the `NotHeld` that tells of a loss.
     async fn release_record(&self) -> Result<()> {
-        let mut pause = Duration::from_millis(10);
+        let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(500), self.valid_until());
         loop {
             match self.backend().release(&self.grant).await {
-                Err(e) if e.kind() == ErrorKind::Unavailable && Instant::now() + pause < self.valid_until() => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
+                Err(e) if e.kind() == ErrorKind::Unavailable => {
+                    if !backoff.wait().await {
+                        return Err(e);
+                    }
                 }
                 result => return result,
             }

@@ -10,10 +10,12 @@ use tokio::time::Instant;
 
 use crate::error::{Error, ErrorKind, Result};
 
+pub(crate) use backoff::Backoff;
 pub(crate) use hosts::{Host, parse_hosts};
 pub(crate) use redact::redact;
 pub(crate) use schemes::open;
 
+mod backoff;
 pub(crate) mod etcd;
 mod hosts;
 pub(crate) mod memory;

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
-use super::{Host, parse_hosts};
+use super::{Backoff, Host, parse_hosts};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
 use crate::tasks::Tasks;
@@ -34,6 +34,9 @@ use crate::tasks::Tasks;
 const PROTECTED: &str = "_c_";
 /// Curator's lock node name; the queue is ordered by the text after its last occurrence.
 const LOCK_NAME: &str = "lock-";
+/// First and longest pause between retries of a delete lost with the connection.
+const PAUSE_FIRST: Duration = Duration::from_millis(50);
+const PAUSE_LONGEST: Duration = Duration::from_secs(1);
 /// The port of a ZooKeeper host that names none.
 const ZK_PORT: u16 = 2181;
 /// Where fence registers live, apart from every lock path.
@@ -261,15 +264,12 @@ impl Shared {
     /// Retries the sweep of `holder` until it succeeds or the session timeout passes; by then the session either
     /// answers again or has expired, taking the nodes with it.
     async fn sweep_in_background(self: Arc<Self>, holder: String) {
-        let until = Instant::now() + self.session.timeout;
-        let mut pause = Duration::from_millis(50);
+        let mut backoff = Backoff::new(PAUSE_FIRST, PAUSE_LONGEST, Instant::now() + self.session.timeout);
         while let Err(e) = self.sweep(&holder).await {
-            if e.kind() == ErrorKind::Closed || Instant::now() + pause > until {
+            if e.kind() == ErrorKind::Closed || !backoff.wait().await {
                 tracing::warn!(holder = %holder, error = %e, "could not delete an abandoned lock node; it goes with the session");
                 return;
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(1));
         }
     }
 
@@ -555,7 +555,7 @@ impl Backend for ZkBackend {
         let node = grant.key.as_deref().ok_or_else(|| Error::internal("zk grant without a node path"))?;
         // Past the session timeout without a reply, the server has expired the session or answers again.
         let until = Instant::now() + s.session.timeout.max(zk.session_timeout());
-        let mut pause = Duration::from_millis(50);
+        let mut backoff = Backoff::new(PAUSE_FIRST, PAUSE_LONGEST, until);
         let mut unsure = false;
         loop {
             // The uuid in the node name is this grant's alone, so an unconditional delete cannot hit another holder.
@@ -564,10 +564,11 @@ impl Backend for ZkBackend {
                 // An earlier attempt of ours may have deleted it.
                 Err(zk::Error::NoNode) if unsure => return Ok(()),
                 Err(zk::Error::NoNode | zk::Error::SessionExpired) => return Err(not_held(grant, &s.url)),
-                Err(e) if is_connection_loss(&e) && !zk.state().is_terminated() && Instant::now() + pause < until => {
+                Err(e) if is_connection_loss(&e) && !zk.state().is_terminated() => {
+                    if !backoff.wait().await {
+                        return Err(s.err(e));
+                    }
                     unsure = true;
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
                 }
                 Err(e) => return Err(s.err(e)),
             }
