@@ -31,7 +31,7 @@ use tonic::Code;
 use self::keys::{Keys, Queued, delete_own};
 use self::rpc::{EtcdError, Rpc, Settings, describe};
 use self::session::{Refresh, Session, Sessions};
-use super::{parse_hosts, redact};
+use super::{decode_register, encode_register, parse_hosts, redact};
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
@@ -197,15 +197,14 @@ impl EtcdBackend {
     }
 
     async fn fence_put(&self, key: &str, token: u64, value: &[u8]) -> Result<()> {
-        let mut stored = token.to_be_bytes().to_vec();
-        stored.extend_from_slice(value);
+        let stored = encode_register(token, value);
         let resource = &key[FENCE_PREFIX.len()..];
         let mut current = self.rpc.range(ops::get(key)).await.map_err(|e| self.err(e))?.kvs;
         // Compare-and-swap on ModRevision; a lost race re-reads in the same Txn and tries again.
         loop {
             let seen = current.first().map_or(0, |kv| kv.mod_revision);
             if let Some(kv) = current.first() {
-                let highest = decode_fence(&kv.value).map_err(|m| Error::internal(format!("{}: {m}", self.url)))?.0;
+                let highest = decode_register(&format!("{}: fence register {key}", self.url), &kv.value)?.0;
                 if highest > token {
                     return Err(fenced(resource, &self.url, token, highest));
                 }
@@ -222,12 +221,6 @@ impl EtcdBackend {
             current = ops::kvs(&mut resp, 0);
         }
     }
-}
-
-/// A fence register's value: the token as 8 big-endian bytes, then the value.
-fn decode_fence(stored: &[u8]) -> Result<(u64, Vec<u8>), String> {
-    let (token, value) = stored.split_first_chunk::<8>().ok_or("a fence register shorter than its 8-byte token")?;
-    Ok((u64::from_be_bytes(*token), value.to_vec()))
 }
 
 #[async_trait]
@@ -379,9 +372,10 @@ impl Backend for EtcdBackend {
     }
 
     async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
-        let found = self.rpc.range(ops::get(format!("{FENCE_PREFIX}{resource}"))).await.map_err(|e| self.err(e))?;
+        let key = format!("{FENCE_PREFIX}{resource}");
+        let found = self.rpc.range(ops::get(key.as_str())).await.map_err(|e| self.err(e))?;
         match found.kvs.first() {
-            Some(kv) => decode_fence(&kv.value).map_err(|m| Error::internal(format!("{}: {m}", self.url))),
+            Some(kv) => decode_register(&format!("{}: fence register {key}", self.url), &kv.value),
             None => Ok((0, Vec::new())),
         }
     }

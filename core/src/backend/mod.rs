@@ -11,12 +11,14 @@ use tokio::time::Instant;
 use crate::error::{Error, ErrorKind, Result};
 
 pub(crate) use backoff::Backoff;
+pub(crate) use fence_register::{decode_register, encode_register};
 pub(crate) use hosts::{Host, parse_hosts};
 pub(crate) use redact::redact;
 pub(crate) use schemes::open;
 
 mod backoff;
 pub(crate) mod etcd;
+mod fence_register;
 mod hosts;
 pub(crate) mod memory;
 pub(crate) mod postgres;

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
-use super::{Backoff, Host, parse_hosts};
+use super::{Backoff, Host, decode_register, encode_register, parse_hosts};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
 use crate::tasks::Tasks;
@@ -74,18 +74,6 @@ fn queue(children: Vec<String>) -> Vec<String> {
     let mut queue: Vec<String> = children.into_iter().filter(|c| c.contains(LOCK_NAME)).collect();
     queue.sort_by_cached_key(|node| key(node));
     queue
-}
-
-/// Fence register data: the 8-byte big-endian token, then the value.
-fn encode_fence(token: u64, value: &[u8]) -> Vec<u8> {
-    [&token.to_be_bytes()[..], value].concat()
-}
-
-fn decode_fence(path: &str, data: &[u8]) -> Result<(u64, Vec<u8>)> {
-    let Some((token, value)) = data.split_first_chunk::<8>() else {
-        return Err(Error::internal(format!("fence node {path}: {} bytes, shorter than its 8-byte token", data.len())));
-    };
-    Ok((u64::from_be_bytes(*token), value.to_vec()))
 }
 
 /// A lost connection, or a reply later than the request timeout: the outcome of a write is unknown. zookeeper-client
@@ -620,13 +608,13 @@ impl Backend for ZkBackend {
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
         let s = &self.shared;
         let path = fence_path(resource);
-        let data = encode_fence(token, value);
+        let data = encode_register(token, value);
         let zk = s.client().await?;
         // Compare-and-set on the node version; a lost race reads the new version and decides again.
         loop {
             let outcome = match s.rpc(zk.get_data(&path)).await {
                 Ok((stored, stat)) => {
-                    let (highest, _) = decode_fence(&path, &stored)?;
+                    let (highest, _) = decode_register(&format!("fence node {path}"), &stored)?;
                     if highest > token {
                         return Err(fenced(resource, &s.url, token, highest));
                     }
@@ -652,7 +640,7 @@ impl Backend for ZkBackend {
         let path = fence_path(resource);
         let zk = s.client().await?;
         match s.rpc(zk.get_data(&path)).await {
-            Ok((data, _)) => decode_fence(&path, &data),
+            Ok((data, _)) => decode_register(&format!("fence node {path}"), &data),
             Err(zk::Error::NoNode) => Ok((0, Vec::new())),
             Err(e) => Err(s.err(e)),
         }
@@ -680,13 +668,5 @@ mod tests {
         assert_eq!(lock_dir("/locks/orders").unwrap(), "/locks/orders");
         assert_eq!(lock_dir("/").unwrap_err().kind(), ErrorKind::InvalidArgument);
         assert_eq!(fence_path("orders-table"), "/fencelock/fences/orders-table");
-    }
-
-    #[test]
-    fn fence_data_round_trips() {
-        let data = encode_fence(0x0102_0304_0506_0708, b"v");
-        assert_eq!(&data[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(decode_fence("/f", &data).unwrap(), (0x0102_0304_0506_0708, b"v".to_vec()));
-        assert_eq!(decode_fence("/f", b"short").unwrap_err().kind(), ErrorKind::Internal);
     }
 }
