@@ -27,6 +27,7 @@ pub(crate) mod redis;
 pub(crate) mod redis_cluster;
 pub(crate) mod redlock;
 mod schemes;
+mod sql;
 pub(crate) mod sqlite;
 mod waiters;
 pub(crate) mod zookeeper;
