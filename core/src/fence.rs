@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::handle::ClientHandle;
 use crate::error::Result;
+use crate::handle::ClientHandle;
 use crate::options::validate_name;
 
 /// A fenced register named by a resource.

@@ -107,7 +107,8 @@ impl Graph {
                     continue;
                 }
                 let tail = &code[at..];
-                let is_pub_use = ["pub use ", "pub(crate) use ", "pub(super) use "].iter().find(|p| tail.starts_with(*p));
+                let is_pub_use =
+                    ["pub use ", "pub(crate) use ", "pub(super) use "].iter().find(|p| tail.starts_with(*p));
                 if let Some(p) = is_pub_use {
                     let (paths, _) = use_tree(&tail[p.len()..]);
                     for path in paths.iter().filter_map(|p| absolute(&module, p, &graph.modules)) {

@@ -361,9 +361,7 @@ impl Backend for PostgresBackend {
                 token: token as u64,
                 key: None,
             }),
-            None => {
-                Attempt::Busy(Busy { holder_ttl: holder_ttl(col(&row, 1)?) })
-            }
+            None => Attempt::Busy(Busy { holder_ttl: holder_ttl(col(&row, 1)?) }),
         })
     }
 

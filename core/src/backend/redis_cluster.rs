@@ -51,9 +51,9 @@ use redis::cluster_routing::Slot;
 use redis::{ErrorKind as RedisErrorKind, ProtocolVersion, PushInfo, RedisError, ServerErrorKind};
 
 use super::Backend;
-use super::{REDIS_PORT, parse_hosts, redact};
 use super::redis::{Deployment, RedisLock, is_transient, on_push};
 use super::waiters::{Channels, Listen};
+use super::{REDIS_PORT, parse_hosts, redact};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 

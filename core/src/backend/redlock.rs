@@ -41,10 +41,10 @@ use tokio::time::Instant;
 use self::config::parse;
 use self::instance::Instance;
 use super::redis::{RedisBackend, token_key};
-use super::{drift, redact};
 use super::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, lock_lost, not_held, poll_backoff,
 };
+use super::{drift, redact};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
 

@@ -7,7 +7,8 @@ use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::tasks::Tasks;
 
-const SCHEMES: &str = "sqlite:, postgres://, redis://, rediss://, redis+cluster://, redlock://, etcd://, zk://, memory://";
+const SCHEMES: &str =
+    "sqlite:, postgres://, redis://, rediss://, redis+cluster://, redlock://, etcd://, zk://, memory://";
 
 /// Splits `scheme:rest`, lower-casing the scheme.
 fn scheme_of(url: &str) -> Result<(String, &str)> {

@@ -93,7 +93,8 @@ pub(super) fn lock_info(row: Option<(Option<String>, i64, i64)>) -> LockInfo {
 
 /// A fence token as the signed 64-bit column stores it; a larger one cannot be compared there.
 pub(super) fn stored_token(resource: &str, backend: &str, token: u64) -> Result<i64> {
-    i64::try_from(token).map_err(|_| Error::invalid(format!("fence {resource:?} on {backend}: token {token} exceeds i64")))
+    i64::try_from(token)
+        .map_err(|_| Error::invalid(format!("fence {resource:?} on {backend}: token {token} exceeds i64")))
 }
 
 #[cfg(test)]
@@ -114,7 +115,10 @@ mod tests {
     fn rows_mean_the_same_everywhere() {
         assert_eq!(lock_info(None), LockInfo { holder: None, remaining: None, last_token: None });
         let live = lock_info(Some((Some("c:o".into()), 1_500, 7)));
-        assert_eq!(live, LockInfo { holder: Some("c:o".into()), remaining: Some(Duration::from_micros(1_500)), last_token: Some(7) });
+        assert_eq!(
+            live,
+            LockInfo { holder: Some("c:o".into()), remaining: Some(Duration::from_micros(1_500)), last_token: Some(7) }
+        );
         // Expired or freed: no holder, but the counter is still reported.
         assert_eq!(lock_info(Some((Some("c:o".into()), -3, 7))).holder, None);
         assert_eq!(lock_info(Some((None, 0, 9))), LockInfo { holder: None, remaining: None, last_token: Some(9) });

@@ -9,11 +9,11 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use tokio::time::Instant;
 
+use super::sql::{SQLITE, holder_ttl, lock_info, micros, stored_token};
 use super::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held,
     unix_micros,
 };
-use super::sql::{SQLITE, holder_ttl, lock_info, micros, stored_token};
 use crate::error::{Error, Result};
 use crate::mutant;
 use crate::options::ClientOptions;
@@ -226,8 +226,7 @@ impl Backend for SqliteBackend {
         let r = resource.to_string();
         let row: Option<(i64, Vec<u8>)> = self
             .run(move |c| {
-                c.prepare_cached(&FENCE_READ)?.query_row(params![r], |row| Ok((row.get(0)?, row.get(1)?)))
-                    .optional()
+                c.prepare_cached(&FENCE_READ)?.query_row(params![r], |row| Ok((row.get(0)?, row.get(1)?))).optional()
             })
             .await?;
         Ok(row.map(|(t, v)| (t as u64, v)).unwrap_or_default())

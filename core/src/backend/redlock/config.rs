@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
 use crate::backend::{REDIS_PORT, parse_hosts, redact};
+use crate::error::{Error, Result};
 
 /// How long one instance may take to answer one request unless the URL says otherwise.
 const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_millis(50);
