@@ -241,7 +241,8 @@ impl Client {
     }
 
     /// Releases every lease this client holds, waits (up to the request timeout) for background cleanups of
-    /// cancelled acquires and dropped leases, and closes its connections. Later calls fail with `Closed`.
+    /// cancelled acquires, dropped leases and abandoned queue entries, and closes its connections. Later calls fail
+    /// with `Closed`.
     pub async fn close(&self) {
         if self.inner.client.close() {
             return;

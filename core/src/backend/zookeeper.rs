@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::{AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Ticket, fenced, lock_lost, not_held};
-use super::{Backoff, Host, decode_register, encode_register, parse_hosts};
+use super::{Backoff, Host, decode_register, encode_register, parse_hosts, redact};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
 use crate::tasks::Tasks;
@@ -413,7 +413,7 @@ impl ZkBackend {
             Some((hosts, root)) => (hosts, Some(format!("/{}", root.trim_end_matches('/'))).filter(|r| r != "/")),
             None => (rest, None),
         };
-        let hosts = parse_hosts(hosts, ZK_PORT).map_err(|e| Error::invalid(format!("URL {url:?}: {e}")))?;
+        let hosts = parse_hosts(hosts, ZK_PORT).map_err(|e| Error::invalid(format!("URL {:?}: {e}", redact(url))))?;
         let session = Session {
             hosts: hosts.iter().map(Host::to_string).collect::<Vec<_>>().join(","),
             chroot,
