@@ -2,60 +2,45 @@
 //! wait loop, the local queue and reentrancy, the watchdog, and cancel safety.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-use tokio::runtime::Handle;
-use tokio::sync::watch;
+use std::sync::atomic::AtomicU64;
 
 use self::acquire::{Call, Turn};
-use crate::backend::{Backend, Capability, LockInfo};
-use crate::error::{Error, ErrorKind, Result};
+use crate::backend::{Backend, Capability, LockInfo, open};
+use crate::error::Result;
 use crate::fence::Fence;
-use crate::lease::Lease;
+use crate::handle::ClientHandle;
+use crate::lease::{Hold, Lease, Link};
 use crate::options::{ClientOptions, LockOptions, validate_name};
 use crate::reentry::Table;
-use crate::url::{default_url, open};
+use crate::tasks::Tasks;
+use crate::url::default_url;
 use crate::watchdog::Watchdog;
 
-/// State shared by a client, its leases and its fences.
+/// A client's state. Leases and fences keep only its `ClientHandle` (and leases the table they leave).
 #[derive(Debug)]
-pub(crate) struct Inner {
-    pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) table: Arc<Table>,
-    pub(crate) handle: Option<Handle>,
-    // Background cleanups in flight (cancelled acquires, dropped leases), so `close` can wait for them.
-    pending: Arc<watch::Sender<usize>>,
+struct Inner {
+    backend: Arc<dyn Backend>,
+    client: Arc<ClientHandle>,
+    table: Arc<Table<Hold>>,
     opts: ClientOptions,
     id: String,
     watchdog: Watchdog,
-    closed: AtomicBool,
     next_anon: AtomicU64,
 }
 
 impl Inner {
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+    /// Runs cleanup `task` in the background; `close` waits for it.
+    fn spawn_cleanup(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.client.tasks.spawn(task);
     }
 
-    /// Runs cleanup `task` in the background (on the caller's runtime, else the client's); `close` waits for it.
-    pub(crate) fn spawn_cleanup(&self, task: impl Future<Output = ()> + Send + 'static) {
-        let Some(h) = Handle::try_current().ok().or_else(|| self.handle.clone()) else {
-            tracing::warn!("no runtime to clean up on; the record expires after its TTL");
-            return;
-        };
-        let pending = self.pending.clone();
-        pending.send_modify(|n| *n += 1);
-        h.spawn(async move {
-            task.await;
-            pending.send_modify(|n| *n -= 1);
-        });
+    fn check_open(&self) -> Result<()> {
+        self.client.check_open()
     }
 
-    pub(crate) fn check_open(&self) -> Result<()> {
-        if self.is_closed() {
-            return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.backend.describe())));
-        }
-        Ok(())
+    /// What a new hold keeps of this client.
+    fn link(&self) -> Link {
+        Link { client: self.client.clone(), table: self.table.clone() }
     }
 }
 
@@ -78,21 +63,21 @@ impl Client {
 
     /// Connects with explicit options.
     pub async fn connect_with(url: &str, opts: &ClientOptions) -> Result<Client> {
-        Ok(Client::over(open(url, opts).await?, opts))
+        let tasks = Tasks::new();
+        let backend = open(url, opts, &tasks).await?;
+        Ok(Client::over(backend, opts, tasks))
     }
 
-    /// A client of `backend`, already open.
-    fn over(backend: Arc<dyn Backend>, opts: &ClientOptions) -> Client {
+    /// A client of `backend`, already open, whose background work `tasks` counts.
+    fn over(backend: Arc<dyn Backend>, opts: &ClientOptions, tasks: Tasks) -> Client {
         Client {
             inner: Arc::new(Inner {
+                client: Arc::new(ClientHandle::new(backend.clone(), tasks)),
                 backend,
                 table: Arc::default(),
-                handle: Handle::try_current().ok(),
-                pending: Arc::new(watch::Sender::new(0)),
                 opts: opts.clone(),
                 id: uuid::Uuid::new_v4().to_string(),
                 watchdog: Watchdog::default(),
-                closed: AtomicBool::new(false),
                 next_anon: AtomicU64::new(1),
             }),
         }
@@ -144,7 +129,7 @@ impl Client {
 
     /// The fenced register `resource`, stored in this client's backend.
     pub fn fence(&self, resource: &str) -> Fence {
-        Fence::new(self.inner.clone(), resource)
+        Fence::new(self.inner.client.clone(), resource)
     }
 
     /// Who holds `name`, for how long, and the last token handed out.
@@ -168,16 +153,16 @@ impl Client {
     }
 
     /// Releases every lease this client holds, waits (up to the request timeout) for background cleanups of
-    /// cancelled acquires and dropped leases, and closes its connections. Later calls fail with `Closed`.
+    /// cancelled acquires, dropped leases and abandoned queue entries, and closes its connections. Later calls fail
+    /// with `Closed`.
     pub async fn close(&self) {
-        if self.inner.closed.swap(true, Ordering::SeqCst) {
+        if self.inner.client.close() {
             return;
         }
         for hold in self.inner.table.holds() {
             hold.release_all().await;
         }
-        let mut pending = self.inner.pending.subscribe();
-        let _ = tokio::time::timeout(self.inner.opts.request_timeout, pending.wait_for(|n| *n == 0)).await;
+        self.inner.client.tasks.drained(self.inner.opts.request_timeout).await;
         self.inner.backend.close().await;
     }
 }

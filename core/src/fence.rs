@@ -3,20 +3,20 @@
 
 use std::sync::Arc;
 
-use crate::client::Inner;
 use crate::error::Result;
+use crate::handle::ClientHandle;
 use crate::options::validate_name;
 
 /// A fenced register named by a resource.
 #[derive(Debug, Clone)]
 pub struct Fence {
-    inner: Arc<Inner>,
+    client: Arc<ClientHandle>,
     resource: String,
 }
 
 impl Fence {
-    pub(crate) fn new(inner: Arc<Inner>, resource: &str) -> Self {
-        Fence { inner, resource: resource.to_string() }
+    pub(crate) fn new(client: Arc<ClientHandle>, resource: &str) -> Self {
+        Fence { client, resource: resource.to_string() }
     }
 
     /// The resource name.
@@ -26,15 +26,15 @@ impl Fence {
 
     /// Stores `value` if `token` ≥ the highest token accepted so far (atomically raising it); `Fenced` if older.
     pub async fn write(&self, token: u64, value: &[u8]) -> Result<()> {
-        self.inner.check_open()?;
+        self.client.check_open()?;
         validate_name(&self.resource)?;
-        self.inner.backend.fence_write(&self.resource, token, value).await
+        self.client.backend.fence_write(&self.resource, token, value).await
     }
 
     /// The highest accepted token and its value; `(0, [])` if never written.
     pub async fn read(&self) -> Result<(u64, Vec<u8>)> {
-        self.inner.check_open()?;
+        self.client.check_open()?;
         validate_name(&self.resource)?;
-        self.inner.backend.fence_read(&self.resource).await
+        self.client.backend.fence_read(&self.resource).await
     }
 }

@@ -8,15 +8,18 @@ use std::time::Duration;
 use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 
-use crate::backend::Grant;
-use crate::client::Inner;
+use crate::backend::{Backoff, Grant, drift};
 use crate::error::{Error, ErrorKind, Result};
+use crate::handle::ClientHandle;
 use crate::mutant;
 use crate::options::validate_ttl;
+use crate::reentry::{Reentrant, Table};
 
-/// Clock drift allowed for when computing validity (the Redlock rule: 1 % of the TTL plus 2 ms).
-pub(crate) fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
+/// What a hold keeps of its client: the backend and closed flag, and the local table it must leave at the end.
+#[derive(Debug, Clone)]
+pub(crate) struct Link {
+    pub(crate) client: Arc<ClientHandle>,
+    pub(crate) table: Arc<Table<Hold>>,
 }
 
 /// How long a grant stays ours after the backend last confirmed it: the TTL, but no longer than the backend's own
@@ -38,7 +41,7 @@ struct HoldState {
 /// The shared state behind every `Lease` of one grant.
 #[derive(Debug)]
 pub(crate) struct Hold {
-    pub(crate) inner: Arc<Inner>,
+    link: Link,
     pub(crate) grant: Grant,
     pub(crate) owner: Option<String>,
     pub(crate) watchdog: bool,
@@ -59,7 +62,7 @@ pub(crate) enum Due {
 
 impl Hold {
     pub(crate) fn new(
-        inner: Arc<Inner>,
+        link: Link,
         grant: Grant,
         owner: Option<String>,
         ttl: Duration,
@@ -67,9 +70,9 @@ impl Hold {
         watchdog: bool,
         gate: OwnedMutexGuard<()>,
     ) -> Self {
-        let bound = inner.backend.lease_bound();
+        let bound = link.client.backend.lease_bound();
         Hold {
-            inner,
+            link,
             grant,
             owner,
             watchdog,
@@ -86,25 +89,16 @@ impl Hold {
         }
     }
 
+    fn backend(&self) -> &dyn crate::backend::Backend {
+        &*self.link.client.backend
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, HoldState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn describe(&self) -> String {
-        format!("lock {:?} on {}", self.grant.name, self.inner.backend.describe())
-    }
-
-    /// One more reentrant hold, unless released; `LockLost` if the grant is already lost.
-    pub(crate) fn reenter(&self) -> Option<Result<()>> {
-        let mut st = self.state();
-        if st.released {
-            return None;
-        }
-        if let Some(reason) = &st.lost {
-            return Some(Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe()))));
-        }
-        st.count += 1;
-        Some(Ok(()))
+        format!("lock {:?} on {}", self.grant.name, self.backend().describe())
     }
 
     /// Fires the lost signal, once; never after a release.
@@ -138,7 +132,7 @@ impl Hold {
     /// The watchdog's renewal period: a third of the TTL, or of the backend's lease bound if shorter.
     pub(crate) fn renew_every(&self) -> Duration {
         let ttl = self.ttl();
-        self.inner.backend.lease_bound().map_or(ttl, |b| ttl.min(b))
+        self.backend().lease_bound().map_or(ttl, |b| ttl.min(b))
             / if mutant::active("watchdog_renews_at_ttl") { 1 } else { 3 }
     }
 
@@ -147,7 +141,7 @@ impl Hold {
     }
 
     fn check_active(&self) -> Result<()> {
-        if self.inner.is_closed() {
+        if self.link.client.is_closed() {
             return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.describe())));
         }
         let st = self.state();
@@ -169,11 +163,11 @@ impl Hold {
         self.check_active()?;
         let ttl = ttl.unwrap_or_else(|| self.ttl());
         let sent = Instant::now();
-        match self.inner.backend.renew(&self.grant, ttl).await {
+        match self.backend().renew(&self.grant, ttl).await {
             Ok(()) => {
                 let mut st = self.state();
                 st.ttl = ttl;
-                st.valid_until = sent + validity(ttl, self.inner.backend.lease_bound());
+                st.valid_until = sent + validity(ttl, self.backend().lease_bound());
                 Ok(())
             }
             Err(e) if e.kind() == ErrorKind::LockLost => {
@@ -220,12 +214,13 @@ impl Hold {
     /// compare-and-delete is idempotent, and one given up on a dropped connection (the first command after a server
     /// restart) would leave the record until its TTL and the caller without the `NotHeld` that tells of a loss.
     async fn release_record(&self) -> Result<()> {
-        let mut pause = Duration::from_millis(10);
+        let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(500), self.valid_until());
         loop {
-            match self.inner.backend.release(&self.grant).await {
-                Err(e) if e.kind() == ErrorKind::Unavailable && Instant::now() + pause < self.valid_until() => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(500));
+            match self.backend().release(&self.grant).await {
+                Err(e) if e.kind() == ErrorKind::Unavailable => {
+                    if !backoff.wait().await {
+                        return Err(e);
+                    }
                 }
                 result => return result,
             }
@@ -235,7 +230,7 @@ impl Hold {
     /// Lets the next local owner in and forgets this hold.
     fn end(&self) {
         self.gate.lock().unwrap_or_else(|p| p.into_inner()).take();
-        self.inner.table.unregister(&self.grant.name, self);
+        self.link.table.unregister(&self.grant.name, self);
     }
 
     /// Releases the record whatever the hold count (client close).
@@ -247,6 +242,28 @@ impl Hold {
         }
         drop(_io);
         self.end();
+    }
+}
+
+impl Reentrant for Hold {
+    fn name(&self) -> &str {
+        &self.grant.name
+    }
+
+    fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
+    fn reenter(&self) -> Option<Result<()>> {
+        let mut st = self.state();
+        if st.released {
+            return None;
+        }
+        if let Some(reason) = &st.lost {
+            return Some(Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe()))));
+        }
+        st.count += 1;
+        Some(Ok(()))
     }
 }
 
@@ -319,7 +336,7 @@ impl Lease {
             return Err(Error::new(ErrorKind::NotHeld, format!("{}: already released", self.hold.describe())));
         }
         // `close` released every hold; the backend, whose connections are gone, has nothing to add.
-        if self.hold.inner.is_closed() {
+        if self.hold.link.client.is_closed() {
             return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.hold.describe())));
         }
         // A caller that stops waiting (a timeout, a cancelled RPC) must not leave the release half done: the name's
@@ -340,7 +357,7 @@ impl Drop for Unfinished {
     fn drop(&mut self) {
         if let Some(hold) = self.0.take() {
             let task = hold.clone();
-            hold.inner.spawn_cleanup(async move {
+            hold.link.client.tasks.spawn(async move {
                 let _ = task.release_one().await;
             });
         }
@@ -353,7 +370,7 @@ impl Drop for Lease {
             return;
         }
         let hold = self.hold.clone();
-        self.hold.inner.spawn_cleanup(async move {
+        self.hold.link.client.tasks.spawn(async move {
             let _ = hold.release_one().await;
         });
     }

@@ -32,10 +32,12 @@ mod backend;
 mod client;
 mod error;
 mod fence;
+mod handle;
 mod lease;
 mod mutant;
 mod options;
 mod reentry;
+mod tasks;
 mod url;
 mod watchdog;
 

@@ -7,47 +7,68 @@ use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use crate::error::Result;
-use crate::lease::Hold;
 
-#[derive(Debug, Default)]
-struct Slot {
+/// What the table needs of a hold: its name, its owner, and a way in for that owner's next lock.
+pub(crate) trait Reentrant {
+    /// The lock name.
+    fn name(&self) -> &str;
+    /// The reentrancy key it was taken with, if any.
+    fn owner(&self) -> Option<&str>;
+    /// One more hold, unless released; `LockLost` if the grant is already lost.
+    fn reenter(&self) -> Option<Result<()>>;
+}
+
+#[derive(Debug)]
+struct Slot<H> {
     gate: Arc<AsyncMutex<()>>,
-    held: Option<Weak<Hold>>,
+    held: Option<Weak<H>>,
+}
+
+impl<H> Default for Slot<H> {
+    fn default() -> Self {
+        Slot { gate: Arc::default(), held: None }
+    }
 }
 
 /// Lock names this client is using.
-#[derive(Debug, Default)]
-pub(crate) struct Table {
-    slots: Mutex<HashMap<String, Slot>>,
+#[derive(Debug)]
+pub(crate) struct Table<H> {
+    slots: Mutex<HashMap<String, Slot<H>>>,
 }
 
-impl Table {
-    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+impl<H> Default for Table<H> {
+    fn default() -> Self {
+        Table { slots: Mutex::default() }
+    }
+}
+
+impl<H: Reentrant> Table<H> {
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot<H>>> {
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The hold `owner` already has on `name`, with its count raised; `None` if it has none.
-    pub(crate) fn reenter(&self, name: &str, owner: &str) -> Option<Result<Arc<Hold>>> {
+    pub(crate) fn reenter(&self, name: &str, owner: &str) -> Option<Result<Arc<H>>> {
         let hold = self.slots().get(name)?.held.as_ref()?.upgrade()?;
-        if hold.owner.as_deref() != Some(owner) {
+        if hold.owner() != Some(owner) {
             return None;
         }
         hold.reenter().map(|r| r.map(|()| hold))
     }
 
     /// A claim on the local queue of `name`; dropping it without a hold tidies the slot away.
-    pub(crate) fn claim(self: &Arc<Self>, name: &str) -> Claim {
+    pub(crate) fn claim(self: &Arc<Self>, name: &str) -> Claim<H> {
         let gate = self.slots().entry(name.to_string()).or_default().gate.clone();
         Claim { table: self.clone(), name: name.to_string(), gate: Some(gate) }
     }
 
-    pub(crate) fn register(&self, hold: &Arc<Hold>) {
-        if let Some(slot) = self.slots().get_mut(&hold.grant.name) {
+    pub(crate) fn register(&self, hold: &Arc<H>) {
+        if let Some(slot) = self.slots().get_mut(hold.name()) {
             slot.held = Some(Arc::downgrade(hold));
         }
     }
 
-    pub(crate) fn unregister(&self, name: &str, hold: &Hold) {
+    pub(crate) fn unregister(&self, name: &str, hold: &H) {
         let mut slots = self.slots();
         if let Some(slot) = slots.get_mut(name) {
             if slot.held.as_ref().is_some_and(|w| std::ptr::eq(w.as_ptr(), hold)) {
@@ -58,7 +79,7 @@ impl Table {
     }
 
     /// Every hold this client has, for `close`.
-    pub(crate) fn holds(&self) -> Vec<Arc<Hold>> {
+    pub(crate) fn holds(&self) -> Vec<Arc<H>> {
         self.slots().values().filter_map(|s| s.held.as_ref()?.upgrade()).collect()
     }
 
@@ -68,7 +89,7 @@ impl Table {
     }
 
     // A slot nobody holds or queues for is removed; the gate's count includes the slot's own reference.
-    fn tidy(slots: &mut HashMap<String, Slot>, name: &str) {
+    fn tidy(slots: &mut HashMap<String, Slot<H>>, name: &str) {
         if slots.get(name).is_some_and(|s| s.held.is_none() && Arc::strong_count(&s.gate) == 1) {
             slots.remove(name);
         }
@@ -77,13 +98,13 @@ impl Table {
 
 /// A place in the local queue of one name.
 #[derive(Debug)]
-pub(crate) struct Claim {
-    table: Arc<Table>,
+pub(crate) struct Claim<H: Reentrant> {
+    table: Arc<Table<H>>,
     name: String,
     gate: Option<Arc<AsyncMutex<()>>>,
 }
 
-impl Claim {
+impl<H: Reentrant> Claim<H> {
     /// Waits for the local queue (FIFO). Cancel-safe: a dropped wait leaves the queue.
     pub(crate) async fn enter(&self) -> OwnedMutexGuard<()> {
         self.gate.clone().expect("claim is live").lock_owned().await
@@ -95,7 +116,7 @@ impl Claim {
     }
 }
 
-impl Drop for Claim {
+impl<H: Reentrant> Drop for Claim<H> {
     fn drop(&mut self) {
         self.gate.take();
         Table::tidy(&mut self.table.slots(), &self.name);

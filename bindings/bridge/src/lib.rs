@@ -11,5 +11,5 @@ mod runtime;
 mod status;
 
 pub use panic::catch_panic;
-pub use runtime::{THREADS_ENV, block_on, build_for_host, handle, on_runtime_thread, spawn, worker_threads};
-pub use status::{STATUS_BUSY, STATUS_OK, status_code};
+pub use runtime::{block_on, build_for_host, handle, on_runtime_thread, spawn};
+pub use status::{STATUS_BUSY, status_code};

@@ -10,7 +10,7 @@ use tokio::runtime::{Builder, Handle, Runtime};
 use tokio::task::JoinHandle;
 
 /// Environment variable giving the number of worker threads (default 2).
-pub const THREADS_ENV: &str = "FENCELOCK_RUNTIME_THREADS";
+const THREADS_ENV: &str = "FENCELOCK_RUNTIME_THREADS";
 const DEFAULT_THREADS: usize = 2;
 
 /// A runtime and the process that built it. Never freed: a child keeps its parent's entry reachable through `prev`
@@ -32,7 +32,7 @@ static BUILDING: AtomicU32 = AtomicU32::new(0);
 static WORKER_SEQ: AtomicUsize = AtomicUsize::new(1);
 
 /// Worker threads the runtime is built with: `FENCELOCK_RUNTIME_THREADS` if it is a positive integer, else 2.
-pub fn worker_threads() -> usize {
+fn worker_threads() -> usize {
     threads_from(std::env::var(THREADS_ENV).ok().as_deref())
 }
 

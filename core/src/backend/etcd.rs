@@ -36,16 +36,20 @@ use self::deletes::{Deletes, delete_own};
 use self::rpc::{EtcdError, Rpc, Settings, describe};
 use self::session::{KeptLease, KeptLeases, Refresh};
 use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held};
+use super::{decode_register, encode_register, parse_hosts, redact};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
-use crate::url::redact;
+use crate::tasks::Tasks;
+
+/// The port of an etcd host that names none.
+const ETCD_PORT: u16 = 2379;
 
 /// Prefix of the fence registers, a namespace apart from lock keys.
 const FENCE_PREFIX: &str = "fencelock/fence/";
 
 /// Opens the backend `url` names.
-pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(EtcdBackend::connect(url, opts).await?))
+pub(crate) async fn connect(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(EtcdBackend::connect(url, opts, tasks).await?))
 }
 
 /// What an `etcd://` URL names.
@@ -69,18 +73,7 @@ fn parse_url(url: &str) -> Result<Target> {
         }
         None => (None, rest),
     };
-    let mut endpoints = Vec::new();
-    for host in hosts.split(',') {
-        if host.is_empty() || host.contains('/') {
-            return Err(bad(&format!("bad host {host:?}")));
-        }
-        let with_port = if host.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
-            host.to_string()
-        } else {
-            format!("{host}:2379")
-        };
-        endpoints.push(format!("http://{with_port}"));
-    }
+    let endpoints = parse_hosts(hosts, ETCD_PORT).map_err(|e| bad(&e))?.iter().map(|h| format!("http://{h}")).collect();
     Ok(Target { endpoints, user })
 }
 
@@ -107,12 +100,13 @@ pub(crate) struct EtcdBackend {
     rpc: Arc<Rpc>,
     leases: KeptLeases,
     deletes: Arc<Deletes>,
+    tasks: Tasks,
     url: String,
     request_timeout: Duration,
 }
 
 impl EtcdBackend {
-    async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
+    async fn connect(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Self> {
         let target = parse_url(url)?;
         let shown = redact(url);
         let unavailable = |what: String| Error::unavailable(format!("{shown}: {what}"));
@@ -138,6 +132,7 @@ impl EtcdBackend {
             leases: KeptLeases::new(rpc.clone()),
             rpc,
             deletes: Arc::default(),
+            tasks: tasks.clone(),
             url: shown,
             request_timeout: opts.request_timeout,
         })
@@ -206,15 +201,14 @@ impl EtcdBackend {
     }
 
     async fn fence_put(&self, key: &str, token: u64, value: &[u8]) -> Result<()> {
-        let mut stored = token.to_be_bytes().to_vec();
-        stored.extend_from_slice(value);
+        let stored = encode_register(token, value);
         let resource = &key[FENCE_PREFIX.len()..];
         let mut current = self.rpc.range(ops::get(key)).await.map_err(|e| self.err(e))?.kvs;
         // Compare-and-swap on ModRevision; a lost race re-reads in the same Txn and tries again.
         loop {
             let seen = current.first().map_or(0, |kv| kv.mod_revision);
             if let Some(kv) = current.first() {
-                let highest = decode_fence(&kv.value).map_err(|m| Error::internal(format!("{}: {m}", self.url)))?.0;
+                let highest = decode_register(&format!("{}: fence register {key}", self.url), &kv.value)?.0;
                 if highest > token {
                     return Err(fenced(resource, &self.url, token, highest));
                 }
@@ -231,12 +225,6 @@ impl EtcdBackend {
             current = ops::kvs(&mut resp, 0);
         }
     }
-}
-
-/// A fence register's value: the token as 8 big-endian bytes, then the value.
-fn decode_fence(stored: &[u8]) -> Result<(u64, Vec<u8>), String> {
-    let (token, value) = stored.split_first_chunk::<8>().ok_or("a fence register shorter than its 8-byte token")?;
-    Ok((u64::from_be_bytes(*token), value.to_vec()))
 }
 
 #[async_trait]
@@ -276,7 +264,7 @@ impl Backend for EtcdBackend {
 
     async fn release(&self, grant: &Grant) -> Result<()> {
         let Some(key) = grant.key.as_deref() else { return Err(not_held(grant, &self.url)) };
-        let deleted = self.deletes.start(key).run(self.rpc.clone(), grant.token as i64).await;
+        let deleted = self.deletes.start(key).run(self.rpc.clone(), grant.token as i64, &self.tasks).await;
         if deleted.map_err(|e| self.err(e))? { Ok(()) } else { Err(not_held(grant, &self.url)) }
     }
 
@@ -311,9 +299,10 @@ impl Backend for EtcdBackend {
     }
 
     async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
-        let found = self.rpc.range(ops::get(format!("{FENCE_PREFIX}{resource}"))).await.map_err(|e| self.err(e))?;
+        let key = format!("{FENCE_PREFIX}{resource}");
+        let found = self.rpc.range(ops::get(key.as_str())).await.map_err(|e| self.err(e))?;
         match found.kvs.first() {
-            Some(kv) => decode_fence(&kv.value).map_err(|m| Error::internal(format!("{}: {m}", self.url))),
+            Some(kv) => decode_register(&format!("{}: fence register {key}", self.url), &kv.value),
             None => Ok((0, Vec::new())),
         }
     }

@@ -36,13 +36,25 @@ use tokio::time::Instant;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mutant;
 
+pub(crate) use backoff::Backoff;
+pub(crate) use fence_register::{decode_register, encode_register};
+pub(crate) use hosts::{Host, parse_hosts};
+pub(crate) use redact::redact;
+pub(crate) use schemes::open;
+
+mod backoff;
 pub(crate) mod etcd;
+mod fence_register;
+mod hosts;
 pub(crate) mod memory;
 pub(crate) mod postgres;
 pub(crate) mod record;
+mod redact;
 pub(crate) mod redis;
 pub(crate) mod redis_cluster;
 pub(crate) mod redlock;
+mod schemes;
+mod sql;
 pub(crate) mod sqlite;
 mod waiters;
 pub(crate) mod zookeeper;
@@ -82,7 +94,6 @@ pub struct Grant {
     /// The fencing token of this grant.
     pub token: u64,
     /// The backend's own key for the record when it is not derivable from the name (etcd key, ZooKeeper node).
-    #[allow(dead_code, reason = "read by the queueing backends (etcd, ZooKeeper)")]
     pub key: Option<String>,
 }
 
@@ -254,6 +265,14 @@ pub(crate) async fn poll_backoff(busy: &Busy, deadline: Option<Instant>) {
 /// Microseconds since the Unix epoch on this host: the seed of a fence counter that is missing.
 pub(crate) fn unix_micros() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// The port of a Redis host that names none.
+pub(crate) const REDIS_PORT: u16 = 6379;
+
+/// Clock drift allowed for when computing validity (the Redlock rule: 1 % of the TTL plus 2 ms).
+pub(crate) fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
 }
 
 /// Whole milliseconds of a TTL, at least 1 (backends speak milliseconds).

@@ -25,13 +25,14 @@ use tokio_postgres::types::FromSqlOwned;
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socket, Statement};
 
 use super::record::{RecordAttempt, Records};
+use super::redact;
+use super::sql::{POSTGRES, holder_ttl, lock_info, micros, stored_token};
 use super::waiters::{Channels, Listen, Subscription, wait_notified};
 use super::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
-use crate::url::redact;
 
 /// Prefixes a statement with the CTE `now`: the server clock in unix µs, read once so every comparison in the
 /// statement agrees. `clock_timestamp()`, not `now()`: `now()` is the start of the transaction, which need not be
@@ -45,20 +46,9 @@ macro_rules! with_now {
 /// The schema, created if absent. The statements run as one implicit transaction (one simple query), and the
 /// advisory lock lets one connection at a time in: concurrent `CREATE TABLE IF NOT EXISTS` can still collide in
 /// the catalog with a unique violation. The key is "fenceloc" in ASCII.
-const SCHEMA: &str = "
-    SELECT pg_advisory_xact_lock(7378424937698848611);
-    CREATE TABLE IF NOT EXISTS fencelock_locks (
-        name TEXT PRIMARY KEY,
-        holder TEXT,
-        count INTEGER NOT NULL DEFAULT 0,
-        expires_at BIGINT NOT NULL DEFAULT 0,  -- unix µs, server clock
-        fence BIGINT NOT NULL
-    );
-    CREATE TABLE IF NOT EXISTS fencelock_fences (
-        resource TEXT PRIMARY KEY,
-        token BIGINT NOT NULL,
-        value BYTEA NOT NULL
-    );";
+fn schema() -> String {
+    format!("SELECT pg_advisory_xact_lock(7378424937698848611);{}", POSTGRES.schema())
+}
 
 // Creating needs the CREATE privilege even when the tables exist, so look first: a user who may only read and
 // write them still connects.
@@ -106,24 +96,12 @@ const FREE: &str = with_now!(
 // $1 name → (holder, remaining µs, fence).
 const INSPECT: &str = with_now!("SELECT holder, expires_at - now.us, fence FROM fencelock_locks, now WHERE name = $1");
 
-const FENCE_WRITE: &str = "
-    INSERT INTO fencelock_fences AS f (resource, token, value) VALUES ($1, $2, $3)
-    ON CONFLICT (resource) DO UPDATE SET token = excluded.token, value = excluded.value
-    WHERE excluded.token >= f.token
-    RETURNING token";
-
-const FENCE_READ: &str = "SELECT token, value FROM fencelock_fences WHERE resource = $1";
-
 /// The NOTIFY channel of a lock. Channel names are identifiers of at most 63 bytes and lock names may have 512, so
 /// the name is hashed; md5 because the server has it too, so SQL can compute the same channel.
 fn channel(name: &str) -> String {
     let digest = Md5::digest(name.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("fencelock_{hex}")
-}
-
-fn micros(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// Column `i` of `row`; a type mismatch is a bug in the statements above, reported rather than panicking.
@@ -295,9 +273,10 @@ impl PostgresBackend {
                 tracing::debug!(backend = %url, error = %e, "command connection ended");
             }
         });
+        let (fence_write, fence_read) = (POSTGRES.fence_write(), POSTGRES.fence_read());
         let setup = async {
             if !client.query_one(SCHEMA_EXISTS, &[]).await?.try_get::<_, bool>(0)? {
-                client.batch_execute(SCHEMA).await?;
+                client.batch_execute(&schema()).await?;
             }
             // PreparedConn concurrently: the requests share the pipeline, so this costs about one round trip.
             let (acquire, renew, free, inspect, fence_write, fence_read) = futures::try_join!(
@@ -305,8 +284,8 @@ impl PostgresBackend {
                 client.prepare(RENEW),
                 client.prepare(FREE),
                 client.prepare(INSPECT),
-                client.prepare(FENCE_WRITE),
-                client.prepare(FENCE_READ),
+                client.prepare(&fence_write),
+                client.prepare(&fence_read),
             )?;
             Ok::<_, tokio_postgres::Error>((acquire, renew, free, inspect, fence_write, fence_read))
         };
@@ -399,21 +378,13 @@ impl Backend for PostgresBackend {
 
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
         let s = self.session().await?;
-        let Some(row) = self.call(&s, s.client.query_opt(&s.inspect, &[&name])).await? else {
-            return Ok(LockInfo { holder: None, remaining: None, last_token: None });
-        };
-        let (holder, left, fence): (Option<String>, i64, i64) = (col(&row, 0)?, col(&row, 1)?, col(&row, 2)?);
-        let live = holder.is_some() && left > 0;
-        Ok(LockInfo {
-            holder: holder.filter(|_| live),
-            remaining: live.then(|| Duration::from_micros(left as u64)),
-            last_token: Some(fence as u64),
-        })
+        let row = self.call(&s, s.client.query_opt(&s.inspect, &[&name])).await?;
+        let row = row.map(|r| Ok::<_, Error>((col(&r, 0)?, col(&r, 1)?, col(&r, 2)?))).transpose()?;
+        Ok(lock_info(row))
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
-        let signed = i64::try_from(token)
-            .map_err(|_| Error::invalid(format!("fence {resource:?} on {}: token {token} exceeds i64", self.url)))?;
+        let signed = stored_token(resource, &self.url, token)?;
         let s = self.session().await?;
         let stored = self.call(&s, s.client.query_opt(&s.fence_write, &[&resource, &signed, &value])).await?;
         if stored.is_some() {
@@ -457,10 +428,7 @@ impl Records for PostgresBackend {
                 token: token as u64,
                 key: None,
             }),
-            None => {
-                let left: Option<i64> = col(&row, 1)?;
-                Attempt::Busy(Busy { holder_ttl: left.map(|l| Duration::from_micros(l.max(0) as u64)) })
-            }
+            None => Attempt::Busy(Busy { holder_ttl: holder_ttl(col(&row, 1)?) }),
         })
     }
 

@@ -17,6 +17,7 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::record::{RecordAttempt, Records};
+use super::redact;
 use super::waiters::{Channels, Listen, Subscription, wait_notified};
 use super::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
@@ -24,7 +25,6 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
-use crate::url::redact;
 
 /// Takes the lock if free, or if the record is ours (a grant whose reply was lost); the token counter is seeded
 /// from the server clock in µs when missing, so a restart without persistence does not send tokens backwards.

@@ -53,9 +53,9 @@ use redis::{ErrorKind as RedisErrorKind, ProtocolVersion, PushInfo, RedisError, 
 use super::Backend;
 use super::redis::{Deployment, RedisLock, is_transient, on_push};
 use super::waiters::{Channels, Listen};
+use super::{REDIS_PORT, parse_hosts, redact};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
-use crate::url::redact;
 
 /// Retries redis-rs makes on redirects and reconnects within one request; the request timeout bounds them anyway.
 const CLUSTER_RETRIES: u32 = 3;
@@ -122,14 +122,9 @@ fn parse(url: &str) -> Result<Vec<String>> {
     }
     let (auth, hosts) = rest.rsplit_once('@').map_or((None, rest), |(auth, hosts)| (Some(auth), hosts));
     let mut nodes: Vec<String> = Vec::new();
-    for host in hosts.split(',').map(str::trim) {
-        if host.is_empty() {
-            return Err(bad("an empty host in the list".into()));
-        }
-        // `[::1]` has colons but no port.
-        let port = if host.rfind(':').is_some_and(|i| !host[i..].contains(']')) { "" } else { ":6379" };
+    for host in parse_hosts(hosts, REDIS_PORT).map_err(bad)? {
         let auth = auth.map(|a| format!("{a}@")).unwrap_or_default();
-        let node = format!("redis://{auth}{host}{port}");
+        let node = format!("redis://{auth}{host}");
         redis::Client::open(node.as_str()).map_err(|e| bad(format!("host {host:?}: {e}")))?;
         if !nodes.contains(&node) {
             nodes.push(node);

@@ -45,10 +45,9 @@ use self::instance::Instance;
 use super::record::Records;
 use super::redis::{RedisBackend, token_key};
 use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, lock_lost, not_held};
+use super::{drift, redact};
 use crate::error::{Error, ErrorKind, Result};
-use crate::lease::drift;
 use crate::options::ClientOptions;
-use crate::url::redact;
 
 /// Raises the fence counter to at least the token just granted; never lowers it.
 /// KEYS: token counter. ARGV: token. Returns 1.

@@ -1,8 +1,8 @@
-//! `sqlite:PATH`: the embedded default. A row per lock in `fencelock_locks`; several processes on one host share the
-//! file. Every step is one statement, so SQLite's own locking makes it atomic; the fence counter stays in the row
-//! after release, so tokens never go backwards while the file lives (a new file seeds it from the clock).
+//! `sqlite:PATH`: the embedded default, the table algorithm of [`super::sql`] on a file that several processes on
+//! one host share. Every step is one statement, so SQLite's own locking makes it atomic; times are this host's clock
+//! in unix µs, and a new file seeds the fence counter from it, so tokens never go backwards while the file lives.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -10,6 +10,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use tokio::time::Instant;
 
 use super::record::{RecordAttempt, Records};
+use super::sql::{SQLITE, holder_ttl, lock_info, micros, stored_token};
 use super::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
     unix_micros,
@@ -17,20 +18,6 @@ use super::{
 use crate::error::{Error, Result};
 use crate::mutant;
 use crate::options::ClientOptions;
-
-const SCHEMA: &str = "
-    CREATE TABLE IF NOT EXISTS fencelock_locks (
-        name TEXT PRIMARY KEY,
-        holder TEXT,
-        count INTEGER NOT NULL DEFAULT 0,
-        expires_at INTEGER NOT NULL DEFAULT 0,  -- unix µs
-        fence INTEGER NOT NULL
-    );
-    CREATE TABLE IF NOT EXISTS fencelock_fences (
-        resource TEXT PRIMARY KEY,
-        token INTEGER NOT NULL,
-        value BLOB NOT NULL
-    );";
 
 // Free, expired or already ours (a grant whose reply was lost) → take it with the next token.
 const ACQUIRE: &str = "
@@ -40,11 +27,9 @@ const ACQUIRE: &str = "
     WHERE holder IS NULL OR expires_at <= ?3 OR holder = ?2
     RETURNING fence";
 
-const FENCE_WRITE: &str = "
-    INSERT INTO fencelock_fences (resource, token, value) VALUES (?1, ?2, ?3)
-    ON CONFLICT (resource) DO UPDATE SET token = excluded.token, value = excluded.value
-    WHERE excluded.token >= token
-    RETURNING token";
+// Statements shared with PostgreSQL, in SQLite's placeholders.
+static FENCE_WRITE: LazyLock<String> = LazyLock::new(|| SQLITE.fence_write());
+static FENCE_READ: LazyLock<String> = LazyLock::new(|| SQLITE.fence_read());
 
 /// The embedded SQLite backend.
 #[derive(Debug)]
@@ -58,10 +43,6 @@ pub(crate) struct SqliteBackend {
 
 fn is_busy(e: &rusqlite::Error) -> bool {
     matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
-}
-
-fn micros(d: Duration) -> i64 {
-    d.as_micros() as i64
 }
 
 impl SqliteBackend {
@@ -84,7 +65,7 @@ impl SqliteBackend {
             .run(|c| {
                 c.pragma_update(None, "journal_mode", "WAL")?;
                 c.pragma_update(None, "synchronous", "NORMAL")?;
-                c.execute_batch(SCHEMA)
+                c.execute_batch(&SQLITE.schema())
             })
             .await?;
         Ok(backend)
@@ -179,41 +160,26 @@ impl Backend for SqliteBackend {
 
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
         let name = name.to_string();
-        let row: Option<(Option<String>, i64, i64)> = self
+        let row = self
             .run(move |c| {
-                c.prepare_cached("SELECT holder, expires_at, fence FROM fencelock_locks WHERE name = ?1")?
-                    .query_row(params![name], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                c.prepare_cached("SELECT holder, expires_at - ?2, fence FROM fencelock_locks WHERE name = ?1")?
+                    .query_row(params![name, unix_micros() as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                     .optional()
             })
             .await?;
-        let now = unix_micros() as i64;
-        Ok(match row {
-            None => LockInfo { holder: None, remaining: None, last_token: None },
-            Some((holder, expires, fence)) => {
-                let live = holder.is_some() && expires > now;
-                LockInfo {
-                    holder: holder.filter(|_| live),
-                    remaining: live.then(|| Duration::from_micros((expires - now) as u64)),
-                    last_token: Some(fence as u64),
-                }
-            }
-        })
+        Ok(lock_info(row))
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
-        let (r, v) = (resource.to_string(), value.to_vec());
+        let (r, v, signed) = (resource.to_string(), value.to_vec(), stored_token(resource, &self.url, token)?);
         let outcome = self
             .run(move |c| {
-                let ok: Option<i64> = c
-                    .prepare_cached(FENCE_WRITE)?
-                    .query_row(params![r, token as i64, v], |row| row.get(0))
-                    .optional()?;
+                let ok: Option<i64> =
+                    c.prepare_cached(&FENCE_WRITE)?.query_row(params![r, signed, v], |row| row.get(0)).optional()?;
                 if ok.is_some() {
                     return Ok(None);
                 }
-                c.prepare_cached("SELECT token FROM fencelock_fences WHERE resource = ?1")?
-                    .query_row(params![r], |row| row.get::<_, i64>(0))
-                    .map(Some)
+                c.prepare_cached(&FENCE_READ)?.query_row(params![r], |row| row.get::<_, i64>(0)).map(Some)
             })
             .await?;
         match outcome {
@@ -228,9 +194,7 @@ impl Backend for SqliteBackend {
         let r = resource.to_string();
         let row: Option<(i64, Vec<u8>)> = self
             .run(move |c| {
-                c.prepare_cached("SELECT token, value FROM fencelock_fences WHERE resource = ?1")?
-                    .query_row(params![r], |row| Ok((row.get(0)?, row.get(1)?)))
-                    .optional()
+                c.prepare_cached(&FENCE_READ)?.query_row(params![r], |row| Ok((row.get(0)?, row.get(1)?))).optional()
             })
             .await?;
         Ok(row.map(|(t, v)| (t as u64, v)).unwrap_or_default())
@@ -255,7 +219,7 @@ impl Records for SqliteBackend {
                     .prepare_cached("SELECT expires_at - ?2 FROM fencelock_locks WHERE name = ?1")?
                     .query_row(params![name, now], |r| r.get(0))
                     .optional()?;
-                Ok(Err(left.map(|l| Duration::from_micros(l.max(0) as u64))))
+                Ok(Err(holder_ttl(left)))
             })
             .await?;
         Ok(match outcome {

@@ -37,9 +37,15 @@ use self::layout::lock_dir;
 use self::session::LiveSession;
 use self::shared::Shared;
 use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held};
+use super::{Backoff, Host, decode_register, encode_register, parse_hosts, redact};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 
+/// First and longest pause between retries of a delete lost with the connection.
+const PAUSE_FIRST: Duration = Duration::from_millis(50);
+const PAUSE_LONGEST: Duration = Duration::from_secs(1);
+/// The port of a ZooKeeper host that names none.
+const ZK_PORT: u16 = 2181;
 /// Where fence registers live, apart from every lock path.
 const FENCES: &str = "/fencelock/fences";
 /// How often one call retries a lost connection, a reaped directory or a vanished node before giving up.
@@ -57,18 +63,6 @@ pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn B
 
 fn fence_path(resource: &str) -> String {
     format!("{FENCES}/{}", resource.trim_start_matches('/'))
-}
-
-/// Fence register data: the 8-byte big-endian token, then the value.
-fn encode_fence(token: u64, value: &[u8]) -> Vec<u8> {
-    [&token.to_be_bytes()[..], value].concat()
-}
-
-fn decode_fence(path: &str, data: &[u8]) -> Result<(u64, Vec<u8>)> {
-    let Some((token, value)) = data.split_first_chunk::<8>() else {
-        return Err(Error::internal(format!("fence node {path}: {} bytes, shorter than its 8-byte token", data.len())));
-    };
-    Ok((u64::from_be_bytes(*token), value.to_vec()))
 }
 
 /// A lost connection, or a reply later than the request timeout: the outcome of a write is unknown. zookeeper-client
@@ -92,11 +86,9 @@ impl ZkBackend {
             Some((hosts, root)) => (hosts, Some(format!("/{}", root.trim_end_matches('/'))).filter(|r| r != "/")),
             None => (rest, None),
         };
-        if hosts.is_empty() {
-            return Err(usage());
-        }
+        let hosts = parse_hosts(hosts, ZK_PORT).map_err(|e| Error::invalid(format!("URL {:?}: {e}", redact(url))))?;
         let session = LiveSession {
-            hosts: hosts.to_string(),
+            hosts: hosts.iter().map(Host::to_string).collect::<Vec<_>>().join(","),
             chroot,
             timeout: opts.request_timeout * 2,
             connect_timeout: opts.connect_timeout,
@@ -166,7 +158,7 @@ impl Backend for ZkBackend {
         let node = grant.key.as_deref().ok_or_else(|| Error::internal("zk grant without a node path"))?;
         // Past the session timeout without a reply, the server has expired the session or answers again.
         let until = Instant::now() + s.session.timeout.max(zk.session_timeout());
-        let mut pause = Duration::from_millis(50);
+        let mut backoff = Backoff::new(PAUSE_FIRST, PAUSE_LONGEST, until);
         let mut unsure = false;
         loop {
             // The uuid in the node name is this grant's alone, so an unconditional delete cannot hit another holder.
@@ -175,10 +167,11 @@ impl Backend for ZkBackend {
                 // An earlier attempt of ours may have deleted it.
                 Err(zk::Error::NoNode) if unsure => return Ok(()),
                 Err(zk::Error::NoNode | zk::Error::SessionExpired) => return Err(not_held(grant, &s.url)),
-                Err(e) if is_connection_loss(&e) && !zk.state().is_terminated() && Instant::now() + pause < until => {
+                Err(e) if is_connection_loss(&e) && !zk.state().is_terminated() => {
+                    if !backoff.wait().await {
+                        return Err(s.err(e));
+                    }
                     unsure = true;
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
                 }
                 Err(e) => return Err(s.err(e)),
             }
@@ -226,13 +219,13 @@ impl Backend for ZkBackend {
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
         let s = &self.shared;
         let path = fence_path(resource);
-        let data = encode_fence(token, value);
+        let data = encode_register(token, value);
         let zk = s.client().await?;
         // Compare-and-set on the node version; a lost race reads the new version and decides again.
         loop {
             let outcome = match s.rpc(zk.get_data(&path)).await {
                 Ok((stored, stat)) => {
-                    let (highest, _) = decode_fence(&path, &stored)?;
+                    let (highest, _) = decode_register(&format!("fence node {path}"), &stored)?;
                     if highest > token {
                         return Err(fenced(resource, &s.url, token, highest));
                     }
@@ -258,7 +251,7 @@ impl Backend for ZkBackend {
         let path = fence_path(resource);
         let zk = s.client().await?;
         match s.rpc(zk.get_data(&path)).await {
-            Ok((data, _)) => decode_fence(&path, &data),
+            Ok((data, _)) => decode_register(&format!("fence node {path}"), &data),
             Err(zk::Error::NoNode) => Ok((0, Vec::new())),
             Err(e) => Err(s.err(e)),
         }
@@ -272,18 +265,9 @@ impl Backend for ZkBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ErrorKind;
 
     #[test]
     fn fence_paths_lie_apart() {
         assert_eq!(fence_path("orders-table"), "/fencelock/fences/orders-table");
-    }
-
-    #[test]
-    fn fence_data_round_trips() {
-        let data = encode_fence(0x0102_0304_0506_0708, b"v");
-        assert_eq!(&data[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(decode_fence("/f", &data).unwrap(), (0x0102_0304_0506_0708, b"v".to_vec()));
-        assert_eq!(decode_fence("/f", b"short").unwrap_err().kind(), ErrorKind::Internal);
     }
 }

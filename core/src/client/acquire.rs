@@ -16,7 +16,7 @@ use crate::reentry::Claim;
 
 /// The local queue place of one name: its gate, then its claim (a tuple drops in order, and the claim tidies the
 /// slot away only once the gate is gone).
-type QueuePlace = (OwnedMutexGuard<()>, Claim);
+type QueuePlace = (OwnedMutexGuard<()>, Claim<Hold>);
 
 /// A queue place shared by a call and its attempt's undo: whichever takes it first keeps it.
 pub(super) type SharedPlace = Arc<Mutex<Option<QueuePlace>>>;
@@ -98,7 +98,7 @@ impl<'a> Call<'a> {
             place.lock().unwrap_or_else(|p| p.into_inner()).take().expect("a call keeps its place until granted");
         tracing::debug!(lock = %self.name, token = grant.token, "acquired");
         let (inner, opts) = (self.inner, self.opts);
-        let hold = Arc::new(Hold::new(inner.clone(), grant, opts.owner.clone(), opts.ttl, sent, opts.watchdog, gate));
+        let hold = Arc::new(Hold::new(inner.link(), grant, opts.owner.clone(), opts.ttl, sent, opts.watchdog, gate));
         inner.table.register(&hold);
         inner.watchdog.watch(&hold);
         Lease::new(hold)

@@ -96,7 +96,7 @@ impl Backend for Scripted {
 
 fn scripted() -> (Arc<Scripted>, Client) {
     let backend = Arc::new(Scripted::default());
-    (backend.clone(), Client::over(backend, &ClientOptions::default()))
+    (backend.clone(), Client::over(backend, &ClientOptions::default(), crate::tasks::Tasks::new()))
 }
 
 fn owner(name: &str) -> LockOptions {

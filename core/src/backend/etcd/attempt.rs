@@ -96,8 +96,9 @@ impl EtcdAttempt {
     fn undo_entry(&mut self, in_doubt: bool) {
         let Some(QueueKey { key, rev }) = self.queued.take() else { return };
         let (deletion, rpc) = (self.backend.deletes.start(&key), self.backend.rpc.clone());
+        let tasks = self.backend.tasks.clone();
         let task = async move {
-            if let Err(e) = deletion.run(rpc, rev).await {
+            if let Err(e) = deletion.run(rpc, rev, &tasks).await {
                 tracing::warn!(%key, error = %super::rpc::describe(&e), "could not delete an abandoned queue key yet; retrying");
             }
         };

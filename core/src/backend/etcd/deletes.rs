@@ -8,9 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+use tokio::time::Instant;
 
 use super::ops;
 use super::rpc::{EtcdError, Rpc};
+use crate::backend::Backoff;
+use crate::tasks::Tasks;
 
 /// The keys with a delete in flight, each with a mutex locked until it is done.
 #[derive(Debug, Default)]
@@ -25,35 +28,39 @@ pub(super) struct Deletion {
     _held: OwnedMutexGuard<()>,
 }
 
-/// First and longest pause between attempts to delete a key while etcd does not answer.
+/// First and longest pause between attempts to delete a key while etcd does not answer, and how long to go on.
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
+const RETRY_FOR: Duration = Duration::from_secs(60);
 
 impl Deletion {
     /// Deletes the key if it is the one made at `rev` (any version of it when `rev` is 0: the reply that would have
-    /// told us the revision was lost). Whether it was deleted. On failure the attempts go on in the background, as
-    /// the key's lease is kept alive: a key left behind would block the lock until this client closes.
-    pub(super) async fn run(self, rpc: Arc<Rpc>, rev: i64) -> Result<bool, EtcdError> {
+    /// told us the revision was lost). Whether it was deleted. On failure the attempts go on in the background for up
+    /// to `RETRY_FOR`, as the key's lease is kept alive: a key left behind would block the lock until this client
+    /// closes.
+    pub(super) async fn run(self, rpc: Arc<Rpc>, rev: i64, tasks: &Tasks) -> Result<bool, EtcdError> {
         match delete_own(&rpc, &self.key, rev).await {
             Ok(deleted) => {
                 self.finish();
                 Ok(deleted)
             }
             Err(e) => {
-                tokio::spawn(self.retry(rpc, rev));
+                tasks.spawn(self.retry(rpc, rev));
                 Err(e)
             }
         }
     }
 
     async fn retry(self, rpc: Arc<Rpc>, rev: i64) {
-        let mut nap = RETRY_FIRST;
+        let mut backoff = Backoff::new(RETRY_FIRST, RETRY_MAX, Instant::now() + RETRY_FOR);
         loop {
-            tokio::time::sleep(nap).await;
+            if !backoff.wait().await {
+                tracing::warn!(key = %self.key, "gave up deleting an abandoned queue key; it goes with its lease");
+                break;
+            }
             if delete_own(&rpc, &self.key, rev).await.is_ok() {
                 break;
             }
-            nap = (nap * 2).min(RETRY_MAX);
         }
         self.finish();
     }

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use crate::backend::{REDIS_PORT, parse_hosts, redact};
 use crate::error::{Error, Result};
-use crate::url::redact;
 
 /// How long one instance may take to answer one request unless the URL says otherwise.
 const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_millis(50);
@@ -29,15 +29,10 @@ pub(super) fn parse(url: &str) -> Result<Config> {
     let (auth, hosts) = rest.rsplit_once('@').map_or((None, rest), |(auth, hosts)| (Some(auth), hosts));
 
     let mut instances: Vec<String> = Vec::new();
-    for host in hosts.split(',').map(str::trim) {
-        if host.is_empty() {
-            return Err(bad("an empty host in the list".into()));
-        }
-        // `[::1]` has colons but no port.
-        let port = if host.rfind(':').is_some_and(|i| !host[i..].contains(']')) { "" } else { ":6379" };
+    for host in parse_hosts(hosts, REDIS_PORT).map_err(bad)? {
         let auth = auth.map(|a| format!("{a}@")).unwrap_or_default();
         let db = db.map(|d| format!("/{d}")).unwrap_or_default();
-        let instance = format!("redis://{auth}{host}{port}{db}");
+        let instance = format!("redis://{auth}{host}{db}");
         redis::Client::open(instance.as_str()).map_err(|e| bad(format!("host {host:?}: {e}")))?;
         if instances.contains(&instance) {
             return Err(bad(format!("host {host:?} is listed twice; each instance must count once")));

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt, Shared};
 
+use crate::backend::redact;
 use crate::backend::redis::RedisBackend;
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
-use crate::url::redact;
 
 /// A connection attempt that any number of requests can await.
 type Dial = Shared<BoxFuture<'static, Result<Arc<RedisBackend>>>>;

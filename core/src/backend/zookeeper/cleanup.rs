@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::shared::Shared;
+use crate::backend::Backoff;
 use crate::error::ErrorKind;
 
 /// First and longest pause between attempts to delete a node while the server does not answer.
@@ -33,14 +34,11 @@ pub(super) async fn delete(shared: Arc<Shared>, leftover: Leftover) {
             Err(_) => {}
         }
     }
-    let until = Instant::now() + shared.session.timeout;
-    let mut pause = RETRY_FIRST;
+    let mut backoff = Backoff::new(RETRY_FIRST, RETRY_MAX, Instant::now() + shared.session.timeout);
     while let Err(e) = shared.delete_by_prefix(&leftover.dir, &leftover.uuid).await {
-        if e.kind() == ErrorKind::Closed || Instant::now() + pause > until {
+        if e.kind() == ErrorKind::Closed || !backoff.wait().await {
             tracing::warn!(dir = %leftover.dir, error = %e, "could not delete an abandoned lock node; it goes with the session");
             return;
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(RETRY_MAX);
     }
 }

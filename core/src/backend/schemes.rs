@@ -1,0 +1,62 @@
+//! The scheme table: which backend a URL names. Errors name the bad part of the URL.
+
+use std::sync::Arc;
+
+use super::{Backend, memory::MemoryBackend, redis::RedisBackend, sqlite::SqliteBackend};
+use crate::error::{Error, Result};
+use crate::options::ClientOptions;
+use crate::tasks::Tasks;
+
+const SCHEMES: &str =
+    "sqlite:, postgres://, redis://, rediss://, redis+cluster://, redlock://, etcd://, zk://, memory://";
+
+/// Splits `scheme:rest`, lower-casing the scheme.
+fn scheme_of(url: &str) -> Result<(String, &str)> {
+    let Some((scheme, rest)) = url.split_once(':') else {
+        return Err(Error::invalid(format!("URL {url:?} has no scheme; expected one of {SCHEMES}")));
+    };
+    Ok((scheme.to_ascii_lowercase(), rest))
+}
+
+/// Opens the backend a URL names.
+pub(crate) async fn open(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Arc<dyn Backend>> {
+    let (scheme, rest) = scheme_of(url)?;
+    let backend: Arc<dyn Backend> = match scheme.as_str() {
+        "sqlite" => {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(Error::invalid(format!("URL {url:?}: sqlite needs a file path, as in sqlite:locks.db")));
+            }
+            Arc::new(SqliteBackend::open(path, opts).await?)
+        }
+        "redis" | "rediss" => Arc::new(RedisBackend::connect(url, opts).await?),
+        "memory" => Arc::new(MemoryBackend::named(rest.trim_start_matches('/'))),
+        "redis+cluster" => super::redis_cluster::connect(url, opts).await?,
+        "redlock" => super::redlock::connect(url, opts).await?,
+        "etcd" => super::etcd::connect(url, opts, tasks).await?,
+        "zk" => super::zookeeper::connect(url, opts).await?,
+        "postgres" | "postgresql" => super::postgres::connect(url, opts).await?,
+        other => {
+            return Err(Error::invalid(format!("URL {url:?}: unknown scheme {other:?}; expected {SCHEMES}")));
+        }
+    };
+    Ok(backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    #[tokio::test]
+    async fn bad_urls_name_the_problem() {
+        let (opts, tasks) = (ClientOptions::default(), Tasks::new());
+        let err = open("nonsense", &opts, &tasks).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.message().contains("no scheme"), "{err}");
+        let err = open("ftp://x", &opts, &tasks).await.unwrap_err();
+        assert!(err.message().contains("\"ftp\""), "{err}");
+        let err = open("sqlite:", &opts, &tasks).await.unwrap_err();
+        assert!(err.message().contains("file path"), "{err}");
+    }
+}

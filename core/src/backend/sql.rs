@@ -1,0 +1,131 @@
+//! What the SQL backends (SQLite, PostgreSQL) share: the two tables and what their rows mean. Each backend keeps
+//! only its dialect — the lock statements, placeholders and whose clock they read — and its connection handling.
+//!
+//! `fencelock_locks` has one row per lock name: `holder` (`<client uuid>:<owner>`, NULL when free), `count`,
+//! `expires_at` (unix µs on the store's clock) and `fence`, the last token handed out. An acquire takes the row when
+//! it is free, expired or already ours (a grant whose reply was lost), raising `fence` by one; a new row's counter is
+//! seeded from the clock in µs. Release, abandon and force-release free the row (holder NULL, count 0, expires_at 0)
+//! and keep it, so `fence` never goes back while the table lives. Renew and release match holder and fence, and only
+//! a live row counts: an expired row of ours is already free for others.
+//!
+//! `fencelock_fences` has one row per register: a write lands iff its token is at least the stored one, raising it.
+
+use std::time::Duration;
+
+use super::LockInfo;
+use crate::error::{Error, Result};
+
+/// Column types and placeholders of one SQL dialect.
+#[derive(Debug)]
+pub(super) struct Dialect {
+    /// A signed 64-bit integer column.
+    int64: &'static str,
+    /// A byte-string column.
+    bytes: &'static str,
+    /// What precedes a parameter's number (`?1`, `$1`).
+    param: char,
+}
+
+pub(super) const SQLITE: Dialect = Dialect { int64: "INTEGER", bytes: "BLOB", param: '?' };
+pub(super) const POSTGRES: Dialect = Dialect { int64: "BIGINT", bytes: "BYTEA", param: '$' };
+
+impl Dialect {
+    /// Both tables, created if absent.
+    pub(super) fn schema(&self) -> String {
+        let Dialect { int64, bytes, .. } = self;
+        format!(
+            "
+    CREATE TABLE IF NOT EXISTS fencelock_locks (
+        name TEXT PRIMARY KEY,
+        holder TEXT,
+        count INTEGER NOT NULL DEFAULT 0,
+        expires_at {int64} NOT NULL DEFAULT 0,  -- unix µs, the store's clock
+        fence {int64} NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS fencelock_fences (
+        resource TEXT PRIMARY KEY,
+        token {int64} NOT NULL,
+        value {bytes} NOT NULL
+    );"
+        )
+    }
+
+    /// Stores a register if its token is not older: (1 resource, 2 token, 3 value) → a row iff it was stored.
+    pub(super) fn fence_write(&self) -> String {
+        let p = self.param;
+        format!(
+            "
+    INSERT INTO fencelock_fences AS f (resource, token, value) VALUES ({p}1, {p}2, {p}3)
+    ON CONFLICT (resource) DO UPDATE SET token = excluded.token, value = excluded.value
+    WHERE excluded.token >= f.token
+    RETURNING token"
+        )
+    }
+
+    /// (1 resource) → (token, value), no row if never written.
+    pub(super) fn fence_read(&self) -> String {
+        format!("SELECT token, value FROM fencelock_fences WHERE resource = {}1", self.param)
+    }
+}
+
+/// A duration in the tables' µs.
+pub(super) fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// How long a busy row's holder still has, from its remaining µs (unknown if the statement could not tell).
+pub(super) fn holder_ttl(left_us: Option<i64>) -> Option<Duration> {
+    left_us.map(|l| Duration::from_micros(l.max(0) as u64))
+}
+
+/// What a lock row says: `(holder, remaining µs, fence)`, or no row for a name never locked.
+pub(super) fn lock_info(row: Option<(Option<String>, i64, i64)>) -> LockInfo {
+    let Some((holder, left, fence)) = row else {
+        return LockInfo { holder: None, remaining: None, last_token: None };
+    };
+    let live = holder.is_some() && left > 0;
+    LockInfo {
+        holder: holder.filter(|_| live),
+        remaining: live.then(|| Duration::from_micros(left as u64)),
+        last_token: Some(fence as u64),
+    }
+}
+
+/// A fence token as the signed 64-bit column stores it; a larger one cannot be compared there.
+pub(super) fn stored_token(resource: &str, backend: &str, token: u64) -> Result<i64> {
+    i64::try_from(token)
+        .map_err(|_| Error::invalid(format!("fence {resource:?} on {backend}: token {token} exceeds i64")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    #[test]
+    fn dialects_differ_only_in_types_and_placeholders() {
+        let (lite, pg) = (SQLITE.schema(), POSTGRES.schema());
+        assert_eq!(lite.replace("INTEGER", "BIGINT").replace("BLOB", "BYTEA"), pg.replace("INTEGER", "BIGINT"));
+        assert!(SQLITE.fence_write().contains("VALUES (?1, ?2, ?3)"));
+        assert_eq!(SQLITE.fence_write().replace('?', "$"), POSTGRES.fence_write());
+        assert_eq!(POSTGRES.fence_read(), "SELECT token, value FROM fencelock_fences WHERE resource = $1");
+    }
+
+    #[test]
+    fn rows_mean_the_same_everywhere() {
+        assert_eq!(lock_info(None), LockInfo { holder: None, remaining: None, last_token: None });
+        let live = lock_info(Some((Some("c:o".into()), 1_500, 7)));
+        assert_eq!(
+            live,
+            LockInfo { holder: Some("c:o".into()), remaining: Some(Duration::from_micros(1_500)), last_token: Some(7) }
+        );
+        // Expired or freed: no holder, but the counter is still reported.
+        assert_eq!(lock_info(Some((Some("c:o".into()), -3, 7))).holder, None);
+        assert_eq!(lock_info(Some((None, 0, 9))), LockInfo { holder: None, remaining: None, last_token: Some(9) });
+        assert_eq!(holder_ttl(Some(-5)), Some(Duration::ZERO));
+        assert_eq!(holder_ttl(None), None);
+        assert_eq!(micros(Duration::from_millis(2)), 2_000);
+        assert_eq!(stored_token("r", "sqlite:x", u64::MAX).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert_eq!(stored_token("r", "sqlite:x", 42).unwrap(), 42);
+    }
+}
