@@ -2,14 +2,19 @@
 //! predecessor. Dropped before the key became the lock, the attempt deletes the key.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::rpc::EtcdError;
 use super::{EtcdBackend, is_lease_not_found, key_of, ops, prefix_of};
-use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Grant, Pending, Undo};
-use crate::error::{Error, Result};
+use crate::backend::{AcquireRequest, Attempt, Backoff, Busy, Doubt, Grant, Pending, Undo};
+use crate::error::{Error, ErrorKind, Result};
+
+/// First and longest pause between tries of a waiter's watch while etcd does not answer.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_LONGEST: Duration = Duration::from_millis(500);
 
 /// A waiter's place in the queue: its key and that key's create revision (0 until an answer told it).
 #[derive(Debug)]
@@ -117,17 +122,27 @@ impl Pending for EtcdAttempt {
             return Err(Error::internal("etcd wait: no queue entry"));
         };
         let backend = &self.backend;
-        let waiting = async {
-            let found = backend
-                .rpc
-                .range(ops::created_before(&prefix_of(&self.req.name), rev))
-                .await
-                .map_err(|e| backend.err(e))?;
+        let prefix = prefix_of(&self.req.name);
+        let watch_predecessor = || async {
+            let found = backend.rpc.range(ops::created_before(&prefix, rev)).await.map_err(|e| backend.err(e))?;
             let at = ops::revision(found.header.as_ref());
             let Some(predecessor) = found.kvs.into_iter().next() else {
                 return Ok(());
             };
             backend.watch_delete(&predecessor.key, at).await
+        };
+        // A waiter rides out a leader election (every member refuses for a moment) for up to one request timeout;
+        // its queue key lives on the client's lease meanwhile.
+        let waiting = async {
+            let mut backoff = Backoff::new(RETRY_FIRST, RETRY_LONGEST, Instant::now() + backend.request_timeout);
+            loop {
+                match watch_predecessor().await {
+                    Err(e) if e.kind() == ErrorKind::Unavailable && backoff.wait().await => {
+                        tracing::debug!(lock = %self.req.name, error = %e, "etcd unavailable while waiting; retrying");
+                    }
+                    outcome => return outcome,
+                }
+            }
         };
         match deadline {
             Some(d) => tokio::time::timeout_at(d, waiting).await.unwrap_or(Ok(())),
