@@ -54,7 +54,7 @@ impl Inner {
 
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.is_closed() {
-            return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.backend.describe())));
+            return Err(Error::new(ErrorKind::Closed, "the client was closed").with_backend(self.backend.describe()));
         }
         Ok(())
     }
@@ -157,13 +157,13 @@ impl Client {
         let inner = &self.inner;
         inner.check_open()?;
         opts.validate(name)?;
-        let what = || format!("lock {name:?} on {}", inner.backend.describe());
+        let at = |e: Error| e.at(name, &inner.backend.describe());
         let deadline = if once { None } else { opts.timeout.map(|t| Instant::now() + t) };
         let timed_out = || {
-            Error::new(
+            at(Error::new(
                 ErrorKind::Timeout,
-                format!("{}: still held by another after {:?}", what(), opts.timeout.unwrap_or_default()),
-            )
+                format!("still held by another after {:?}", opts.timeout.unwrap_or_default()),
+            ))
         };
 
         if let Some(hold) = opts.owner.as_deref().and_then(|owner| inner.table.reenter(name, owner)) {
@@ -198,9 +198,9 @@ impl Client {
                     if matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Unsupported | ErrorKind::Closed) =>
                 {
                     drop(guard.disarm());
-                    return Err(e.context(what()));
+                    return Err(at(e));
                 }
-                Err(e) => return Err(e.context(what())), // the outcome is unknown: the guard's abandon undoes it
+                Err(e) => return Err(at(e)), // the outcome is unknown: the guard's abandon undoes it
             };
             queue = guard.disarm();
             match attempt {
@@ -223,7 +223,7 @@ impl Client {
                 Attempt::Busy(_) if once => return Ok(None),
                 Attempt::Busy(_) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(timed_out()),
                 Attempt::Busy(busy) => {
-                    inner.backend.wait(&req, &busy, &mut ticket, deadline).await.map_err(|e| e.context(what()))?;
+                    inner.backend.wait(&req, &busy, &mut ticket, deadline).await.map_err(at)?;
                 }
             }
         }

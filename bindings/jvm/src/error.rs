@@ -1,4 +1,5 @@
-//! Core errors → `dev.fencelock.LockException(code, message)`, and the one wrapper every native method runs in.
+//! Core errors → `dev.fencelock.LockException(code, message, lock, backend, retryable)`: the core error's fields,
+//! none parsed out of a message. And the one wrapper every native method runs in.
 
 use jni::errors::ThrowRuntimeExAndDefault;
 use jni::objects::{JObject, JThrowable};
@@ -40,16 +41,34 @@ pub(crate) fn shim<'l, T: Default>(env: &mut EnvUnowned<'l>, f: impl FnOnce(&mut
     .resolve::<ThrowRuntimeExAndDefault>()
 }
 
-/// Throws `LockException(code, message)` on the calling (Java) thread.
+/// `e`'s message (naming its lock and backend), lock and backend as Java strings (null when unknown).
+pub(crate) fn fields<'l>(env: &mut Env<'l>, e: &fencelock::Error) -> jni::errors::Result<[JObject<'l>; 3]> {
+    let message = env.new_string(e.detail())?.into();
+    let mut opt = |s: Option<&str>| -> jni::errors::Result<JObject<'l>> {
+        Ok(match s {
+            Some(s) => env.new_string(s)?.into(),
+            None => JObject::null(),
+        })
+    };
+    Ok([message, opt(e.lock())?, opt(e.backend())?])
+}
+
+/// Throws `LockException(code, message, lock, backend, retryable)` on the calling (Java) thread.
 fn throw(env: &mut Env<'_>, e: &fencelock::Error) -> jni::errors::Result<()> {
     if env.exception_check() {
         return Ok(()); // something is already being thrown
     }
-    let message = env.new_string(e.message())?;
+    let [message, lock, backend] = fields(env, e)?;
     let obj: JObject<'_> = env.new_object(
         jni_str!("dev/fencelock/LockException"),
-        jni_sig!("(ILjava/lang/String;)V"),
-        &[JValue::Int(e.kind().code() as i32), JValue::Object(&message)],
+        jni_sig!("(ILjava/lang/String;Ljava/lang/String;Ljava/lang/String;Z)V"),
+        &[
+            JValue::Int(e.kind().code() as i32),
+            JValue::Object(&message),
+            JValue::Object(&lock),
+            JValue::Object(&backend),
+            JValue::Bool(e.retryable()),
+        ],
     )?;
     let throwable = env.cast_local::<JThrowable>(obj)?;
     match env.throw(throwable) {
