@@ -100,18 +100,12 @@ impl Completion {
                     )
                 }
                 Err(e) => {
-                    let [message, lock, backend] = crate::error::fields(env, &e)?;
+                    let args = crate::error::ErrorArgs::new(env, &e)?;
                     env.call_method(
                         &target,
                         jni_str!("fail"),
                         jni_sig!("(ILjava/lang/String;Ljava/lang/String;Ljava/lang/String;Z)V"),
-                        &[
-                            JValue::Int(e.kind().code() as i32),
-                            JValue::Object(&message),
-                            JValue::Object(&lock),
-                            JValue::Object(&backend),
-                            JValue::Bool(e.retryable()),
-                        ],
+                        &args.values(),
                     )
                 }
             };

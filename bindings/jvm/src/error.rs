@@ -41,16 +41,42 @@ pub(crate) fn shim<'l, T: Default>(env: &mut EnvUnowned<'l>, f: impl FnOnce(&mut
     .resolve::<ThrowRuntimeExAndDefault>()
 }
 
-/// `e`'s message (naming its lock and backend), lock and backend as Java strings (null when unknown).
-pub(crate) fn fields<'l>(env: &mut Env<'l>, e: &fencelock::Error) -> jni::errors::Result<[JObject<'l>; 3]> {
-    let message = env.new_string(e.detail())?.into();
-    let mut opt = |s: Option<&str>| -> jni::errors::Result<JObject<'l>> {
-        Ok(match s {
-            Some(s) => env.new_string(s)?.into(),
-            None => JObject::null(),
+/// A core error as the Java arguments `(int code, String message, String lock, String backend, boolean retryable)`
+/// of `LockException`'s native constructor and `Completion.fail`; lock and backend are null when unknown.
+pub(crate) struct ErrorArgs<'l> {
+    code: i32,
+    message: JObject<'l>,
+    lock: JObject<'l>,
+    backend: JObject<'l>,
+    retryable: bool,
+}
+
+impl<'l> ErrorArgs<'l> {
+    pub(crate) fn new(env: &mut Env<'l>, e: &fencelock::Error) -> jni::errors::Result<Self> {
+        let mut string = |s: Option<&str>| -> jni::errors::Result<JObject<'l>> {
+            Ok(match s {
+                Some(s) => env.new_string(s)?.into(),
+                None => JObject::null(),
+            })
+        };
+        Ok(ErrorArgs {
+            code: e.kind().code() as i32,
+            message: string(Some(&e.detail()))?,
+            lock: string(e.lock())?,
+            backend: string(e.backend())?,
+            retryable: e.retryable(),
         })
-    };
-    Ok([message, opt(e.lock())?, opt(e.backend())?])
+    }
+
+    pub(crate) fn values(&self) -> [JValue<'_>; 5] {
+        [
+            JValue::Int(self.code),
+            JValue::Object(&self.message),
+            JValue::Object(&self.lock),
+            JValue::Object(&self.backend),
+            JValue::Bool(self.retryable),
+        ]
+    }
 }
 
 /// Throws `LockException(code, message, lock, backend, retryable)` on the calling (Java) thread.
@@ -58,17 +84,11 @@ fn throw(env: &mut Env<'_>, e: &fencelock::Error) -> jni::errors::Result<()> {
     if env.exception_check() {
         return Ok(()); // something is already being thrown
     }
-    let [message, lock, backend] = fields(env, e)?;
+    let args = ErrorArgs::new(env, e)?;
     let obj: JObject<'_> = env.new_object(
         jni_str!("dev/fencelock/LockException"),
         jni_sig!("(ILjava/lang/String;Ljava/lang/String;Ljava/lang/String;Z)V"),
-        &[
-            JValue::Int(e.kind().code() as i32),
-            JValue::Object(&message),
-            JValue::Object(&lock),
-            JValue::Object(&backend),
-            JValue::Bool(e.retryable()),
-        ],
+        &args.values(),
     )?;
     let throwable = env.cast_local::<JThrowable>(obj)?;
     match env.throw(throwable) {
