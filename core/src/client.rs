@@ -157,7 +157,7 @@ impl Client {
         let inner = &self.inner;
         inner.check_open()?;
         opts.validate(name)?;
-        let at = |e: Error| e.at(name, &inner.backend.describe());
+        let at = |e: Error| e.at(name, inner.backend.describe());
         let deadline = if once { None } else { opts.timeout.map(|t| Instant::now() + t) };
         let timed_out = || {
             at(Error::new(

@@ -97,7 +97,7 @@ impl Hold {
 
     /// `e`, naming this hold's lock and backend unless it names its own.
     fn at(&self, e: Error) -> Error {
-        e.at(&self.grant.name, &self.inner.backend.describe())
+        e.at(&self.grant.name, self.inner.backend.describe())
     }
 
     fn lost_reason(&self) -> Option<String> {
