@@ -1,8 +1,10 @@
 //! Core errors → `dev.fencelock.LockException(code, message, lock, backend, retryable)`: the core error's fields,
 //! none parsed out of a message. And the one wrapper every native method runs in.
 
+use fencelock::ErrorKind;
 use jni::errors::ThrowRuntimeExAndDefault;
-use jni::objects::{JObject, JThrowable};
+use jni::objects::{JClass, JObject, JThrowable};
+use jni::sys::{jboolean, jint};
 use jni::{Env, EnvUnowned, JValue, jni_sig, jni_str};
 
 /// Why a native method failed: a fencelock error (thrown as `LockException`) or a JNI failure (a pending Java
@@ -39,6 +41,17 @@ pub(crate) fn shim<'l, T: Default>(env: &mut EnvUnowned<'l>, f: impl FnOnce(&mut
         }
     })
     .resolve::<ThrowRuntimeExAndDefault>()
+}
+
+/// Whether errors of kind `code` may succeed if retried, by core's table: `ErrorKind.java` keeps a copy for errors
+/// made in Java, and a test checks it against this.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_kindRetryable<'l>(
+    _env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    code: jint,
+) -> jboolean {
+    ErrorKind::ALL.into_iter().any(|k| k.code() as jint == code && k.retryable())
 }
 
 /// A core error as the Java arguments `(int code, String message, String lock, String backend, boolean retryable)`

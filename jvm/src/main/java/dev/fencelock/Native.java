@@ -74,6 +74,9 @@ final class Native {
     /** Calls {@code c.done(0, 0, reason, null)} once if the lease is lost; never if it is released or freed first. */
     static native void leaseOnLost(long lease, Completion c);
 
+    /** Core's answer to whether errors of kind {@code code} may succeed if retried. */
+    static native boolean kindRetryable(int code);
+
     static native void taskCancel(long task);
 
     static native void taskFree(long task);

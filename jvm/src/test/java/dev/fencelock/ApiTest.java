@@ -388,6 +388,8 @@ class ApiTest {
             assertEquals(i + 1, k.code());
             assertEquals(k, ErrorKind.fromCode(i + 1));
             assertEquals(k == ErrorKind.TIMEOUT || k == ErrorKind.UNAVAILABLE, k.retryable());
+            // The Java copy of the table (for errors made in Java) cannot drift from core's.
+            assertEquals(Native.kindRetryable(k.code()), k.retryable(), k.name());
         }
     }
 
