@@ -159,13 +159,10 @@ class FenceView:
 def wait_limit(blocking: bool, timeout: Optional[float]) -> Optional[float]:
     """The lock timeout of ``Mutex.acquire(blocking, timeout)``, the same in both APIs: ``-1`` (``threading``'s
     spelling) and ``None`` (``asyncio``'s) both mean *wait without limit*; a non-blocking call takes neither."""
-    unlimited = timeout is None or timeout == -1
+    if timeout is None or timeout == -1:
+        return None
     if not blocking:
-        if not unlimited:
-            raise ValueError("can't specify a timeout for a non-blocking call")
-        return None
-    if unlimited:
-        return None
+        raise ValueError("can't specify a timeout for a non-blocking call")
     if timeout < 0:
         raise ValueError("timeout value must be a non-negative number")
     return timeout
