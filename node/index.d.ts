@@ -20,8 +20,19 @@ export declare class LockError extends Error {
   readonly name: 'LockError';
   /** What went wrong; codes, not messages, are API. */
   readonly code: ErrorCodeName;
-  /** Whether trying the same call again later may succeed (TIMEOUT, UNAVAILABLE). */
+  /** Whether trying the same call again later may succeed (TIMEOUT, UNAVAILABLE), as the core decides it. */
   readonly retryable: boolean;
+  /** The lock the error is about, when there is one. */
+  readonly lock?: string;
+  /** The backend it came from, as its URL without secrets, when known. */
+  readonly backend?: string;
+}
+
+export interface ConnectOptions {
+  /** How long connecting may take, in ms (default 5000). */
+  connectTimeoutMs?: number;
+  /** How long one backend request may take, in ms (default 5000). */
+  requestTimeoutMs?: number;
 }
 
 export interface LockOptions {
@@ -56,7 +67,7 @@ export interface LockInfo {
  * Connects to `url` (`redis://`, `redlock://h1,h2,h3`, `etcd://`, `zk://`, `postgres://`, `sqlite:PATH`,
  * `memory://NAME`); with none, `FENCELOCK_URL`, else the SQLite file `fencelock.db` in the working directory.
  */
-export declare function connect(url?: string): Promise<Client>;
+export declare function connect(url?: string | null, options?: ConnectOptions): Promise<Client>;
 
 export declare class Client {
   private constructor();

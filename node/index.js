@@ -72,16 +72,28 @@ async function guard(fn) {
   }
 }
 
+/** `{ connectTimeoutMs, requestTimeoutMs }` checked and copied for the addon. */
+function connectOptions(options) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== 'object') throw invalid(`options must be an object, got ${describe(options)}`);
+  const opts = {};
+  for (const key of ['connectTimeoutMs', 'requestTimeoutMs']) {
+    if (checkMs(key, options[key]) !== undefined) opts[key] = options[key];
+  }
+  return opts;
+}
+
 /**
  * Connects to `url` (redis://, redlock://, etcd://, zk://, postgres://, sqlite:, memory://); with no URL,
- * `FENCELOCK_URL`, else the SQLite file `fencelock.db` in the working directory.
+ * `FENCELOCK_URL`, else the SQLite file `fencelock.db` in the working directory. `connectTimeoutMs` and
+ * `requestTimeoutMs` default to 5000 each.
  */
-function connect(url) {
+function connect(url, options) {
   return guard(async () => {
     if (url !== undefined && url !== null && typeof url !== 'string') {
       throw invalid(`url must be a string, got ${describe(url)}`);
     }
-    return new Client(await (url == null ? native.connectDefault() : native.connect(url)));
+    return new Client(await native.connect(url ?? undefined, connectOptions(options)));
   });
 }
 
@@ -258,16 +270,13 @@ class Lease extends EventEmitter {
   #watch() {
     if (this.#watching) return;
     this.#watching = true;
-    if (this.#n.isLost()) {
-      process.nextTick(() => this.#lost('LOCK_LOST: lock ' + JSON.stringify(this.name) + ': the lease was lost'));
-      return;
-    }
-    this.#n.onLost((reason) => this.#lost(reason));
+    // Core reports a loss that already happened at once, with its own reason.
+    this.#n.onLost((fields) => this.#lost(fields));
   }
 
-  #lost(reason) {
+  #lost(fields) {
     if (this.#lostError) return;
-    this.#lostError = fromNative(new Error(reason));
+    this.#lostError = LockError.fromFields(fields);
     if (this.#controller) this.#controller.abort(this.#lostError);
     this.emit('lost', this.#lostError);
   }

@@ -147,15 +147,19 @@ async fn supervise(mut cmd: Cmd, lease: &Lease, signals: &mut Signals) -> Result
     tokio::pin!(lost);
     let mut kill_at: Option<Instant> = None;
     let mut killed = false;
+    let mut ended = false;
     loop {
         tokio::select! {
             status = cmd.child.wait() => {
                 let status = status.map_err(|e| Failure::new(exit::FAILURE, format!("cannot wait for the command: {e}")))?;
                 return Ok((status, kill_at.is_some()));
             }
-            () = &mut lost, if kill_at.is_none() => {
-                cmd.pid.signal(libc::SIGTERM);
-                kill_at = Some(Instant::now() + KILL_AFTER);
+            end = &mut lost, if !ended => {
+                ended = true;
+                if let fencelock::LeaseEnd::Lost(_) = end {
+                    cmd.pid.signal(libc::SIGTERM);
+                    kill_at = Some(Instant::now() + KILL_AFTER);
+                }
             }
             signo = signals.recv() => cmd.pid.signal(signo),
             () = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() && !killed => {

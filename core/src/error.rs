@@ -1,6 +1,7 @@
 //! One error type for every backend and every language binding (DESIGN.md §5).
 
 use std::fmt;
+use std::sync::Arc;
 
 /// What went wrong, as a stable code shared by every language. Codes, not messages, are API.
 #[non_exhaustive]
@@ -92,17 +93,22 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// An error with its kind and a message naming the lock, the backend and the bad value.
+/// An error: its kind, a message, and where it happened as fields of their own — the lock, the backend (its URL
+/// without secrets) and the error underneath — so bindings and callers read them without parsing the message.
+/// `Display` puts them together: `LOCK_LOST: lock "orders" on redis://127.0.0.1:6379: the record expired`.
 #[derive(Debug, Clone)]
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    lock: Option<String>,
+    backend: Option<String>,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl Error {
     /// An error of `kind` with `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into() }
+        Error { kind, message: message.into(), lock: None, backend: None, source: None }
     }
 
     /// The kind (code) of this error.
@@ -110,9 +116,19 @@ impl Error {
         self.kind
     }
 
-    /// The message without the kind prefix.
+    /// The message alone: no kind, lock or backend (see [`Error::detail`] for those).
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The lock name the error is about, if any.
+    pub fn lock(&self) -> Option<&str> {
+        self.lock.as_deref()
+    }
+
+    /// The backend the error came from, as its URL without secrets, if known.
+    pub fn backend(&self) -> Option<&str> {
+        self.backend.as_deref()
     }
 
     /// Whether trying the same call again later may succeed.
@@ -120,12 +136,44 @@ impl Error {
         self.kind.retryable()
     }
 
-    /// Prefixes the message with context, e.g. the lock and backend, unless it already starts with it.
-    pub fn context(mut self, ctx: impl fmt::Display) -> Self {
-        let ctx = ctx.to_string();
-        if !self.message.starts_with(&ctx) {
-            self.message = format!("{ctx}: {}", self.message);
+    /// The lock and backend, then the message, without the kind: `lock "a" on redis://…: msg`. What a binding shows
+    /// as its exception message (the kind travels apart, as a code).
+    pub fn detail(&self) -> String {
+        match (&self.lock, &self.backend) {
+            (Some(lock), Some(backend)) => format!("lock {lock:?} on {backend}: {}", self.message),
+            (Some(lock), None) => format!("lock {lock:?}: {}", self.message),
+            (None, Some(backend)) => format!("{backend}: {}", self.message),
+            (None, None) => self.message.clone(),
         }
+    }
+
+    /// Names the lock, unless the error already names one (the innermost site knows best).
+    pub fn with_lock(mut self, name: impl Into<String>) -> Self {
+        self.lock.get_or_insert_with(|| name.into());
+        self
+    }
+
+    /// Names the backend (a URL already redacted), unless the error already names one.
+    pub fn with_backend(mut self, redacted: impl Into<String>) -> Self {
+        self.backend.get_or_insert_with(|| redacted.into());
+        self
+    }
+
+    /// Keeps `source` as the error underneath ([`std::error::Error::source`]).
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
+    }
+
+    /// Names the lock and the backend, each unless already named.
+    pub(crate) fn at(self, lock: &str, backend: &str) -> Self {
+        self.with_lock(lock).with_backend(backend)
+    }
+
+    /// Prefixes the message with what was being done (`preparing the tables: …`); the lock and the backend have
+    /// fields of their own.
+    pub fn context(mut self, doing: impl fmt::Display) -> Self {
+        self.message = format!("{doing}: {}", self.message);
         self
     }
 
@@ -144,11 +192,15 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.kind, self.message)
+        write!(f, "{}: {}", self.kind, self.detail())
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// The result type of every fencelock operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -166,5 +218,22 @@ mod tests {
         }
         assert!(ErrorKind::Timeout.retryable() && ErrorKind::Unavailable.retryable());
         assert!(!ErrorKind::LockLost.retryable());
+    }
+
+    #[test]
+    fn lock_and_backend_are_fields_shown_once() {
+        let e = Error::new(ErrorKind::LockLost, "the record expired").at("a", "redis://h:1").at("b", "redis://other");
+        assert_eq!((e.lock(), e.backend(), e.message()), (Some("a"), Some("redis://h:1"), "the record expired"));
+        assert_eq!(e.to_string(), "LOCK_LOST: lock \"a\" on redis://h:1: the record expired");
+        assert_eq!(Error::new(ErrorKind::Closed, "closed").with_backend("sqlite:x").detail(), "sqlite:x: closed");
+        assert_eq!(Error::new(ErrorKind::Internal, "m").context("doing").to_string(), "INTERNAL: doing: m");
+    }
+
+    #[test]
+    fn the_source_is_kept() {
+        use std::error::Error as _;
+        let io = std::io::Error::other("reset by peer");
+        let e = Error::unavailable("cannot reach").with_source(io);
+        assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("reset by peer"));
     }
 }

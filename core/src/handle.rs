@@ -32,7 +32,7 @@ impl ClientHandle {
     /// `Closed` once the client was closed.
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.is_closed() {
-            return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.backend.describe())));
+            return Err(Error::new(ErrorKind::Closed, "the client was closed").with_backend(self.backend.describe()));
         }
         Ok(())
     }

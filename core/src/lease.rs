@@ -1,7 +1,6 @@
 //! `Lease`: one caller's hold on a lock. Reentrant holds of one owner share a `Hold` (one grant, one token, one
 //! watchdog entry, one lost signal); the backend record is released when the last of them is.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,7 +47,8 @@ pub(crate) struct Hold {
     state: Mutex<HoldState>,
     // Renew and release take turns, so no renewal can follow a release (the race of Redisson issue #7272).
     io: tokio::sync::Mutex<()>,
-    lost_tx: watch::Sender<bool>,
+    // `None` while held; how the hold ended once it has (lost, or released first).
+    end_tx: watch::Sender<Option<LeaseEnd>>,
     // This client's local queue slot for the name; dropping it lets the next local owner try the backend.
     gate: Mutex<Option<OwnedMutexGuard<()>>>,
 }
@@ -84,7 +84,7 @@ impl Hold {
                 lost: None,
             }),
             io: tokio::sync::Mutex::new(()),
-            lost_tx: watch::Sender::new(false),
+            end_tx: watch::Sender::new(None),
             gate: Mutex::new(Some(gate)),
         }
     }
@@ -97,8 +97,18 @@ impl Hold {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn describe(&self) -> String {
-        format!("lock {:?} on {}", self.grant.name, self.backend().describe())
+    /// An error of `kind` naming this hold's lock and backend.
+    fn error(&self, kind: ErrorKind, message: impl Into<String>) -> Error {
+        self.at(Error::new(kind, message))
+    }
+
+    /// `e`, naming this hold's lock and backend unless it names its own.
+    fn at(&self, e: Error) -> Error {
+        e.at(&self.grant.name, self.backend().describe())
+    }
+
+    fn lost_reason(&self) -> Option<String> {
+        self.state().lost.clone()
     }
 
     /// Fires the lost signal, once; never after a release.
@@ -109,9 +119,9 @@ impl Hold {
         }
         let reason = reason.into();
         tracing::warn!(lock = %self.grant.name, %reason, "lease lost");
-        st.lost = Some(reason);
+        st.lost = Some(reason.clone());
         drop(st);
-        self.lost_tx.send_replace(true);
+        self.end_tx.send_replace(Some(LeaseEnd::Lost(reason)));
     }
 
     pub(crate) fn next_due(&self) -> Due {
@@ -142,14 +152,14 @@ impl Hold {
 
     fn check_active(&self) -> Result<()> {
         if self.link.client.is_closed() {
-            return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.describe())));
+            return Err(self.error(ErrorKind::Closed, "the client was closed"));
         }
         let st = self.state();
         if st.released {
-            return Err(Error::new(ErrorKind::NotHeld, format!("{}: the lease was released", self.describe())));
+            return Err(self.error(ErrorKind::NotHeld, "the lease was released"));
         }
         if let Some(reason) = &st.lost {
-            return Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe())));
+            return Err(self.error(ErrorKind::LockLost, reason.clone()));
         }
         Ok(())
     }
@@ -157,7 +167,7 @@ impl Hold {
     /// Extends the record to `ttl` (the lease's current TTL if `None`).
     pub(crate) async fn renew(&self, ttl: Option<Duration>) -> Result<()> {
         if let Some(t) = ttl {
-            validate_ttl(t).map_err(|e| e.context(self.describe()))?;
+            validate_ttl(t).map_err(|e| self.at(e))?;
         }
         let _io = self.io.lock().await;
         self.check_active()?;
@@ -172,12 +182,10 @@ impl Hold {
             }
             Err(e) if e.kind() == ErrorKind::LockLost => {
                 drop(_io);
-                // Later errors prefix the reason with this lease's context; strip the backend's copy of it.
-                let context = format!("{}: ", self.describe());
-                self.mark_lost(e.message().strip_prefix(&context).unwrap_or(e.message()).to_string());
-                Err(e)
+                self.mark_lost(e.message());
+                Err(self.at(e))
             }
-            Err(e) => Err(e.context(self.describe())),
+            Err(e) => Err(self.at(e)),
         }
     }
 
@@ -188,7 +196,7 @@ impl Hold {
             if st.count > 1 {
                 st.count -= 1;
                 return match &st.lost {
-                    Some(reason) => Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe()))),
+                    Some(reason) => Err(self.error(ErrorKind::LockLost, reason.clone())),
                     None => Ok(()),
                 };
             }
@@ -204,8 +212,8 @@ impl Hold {
         drop(io);
         self.end();
         match (lost, result) {
-            (Some(reason), _) => Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe()))),
-            (None, Err(e)) => Err(e.context(self.describe())),
+            (Some(reason), _) => Err(self.error(ErrorKind::LockLost, reason)),
+            (None, Err(e)) => Err(self.at(e)),
             (None, Ok(())) => Ok(()),
         }
     }
@@ -227,8 +235,15 @@ impl Hold {
         }
     }
 
-    /// Lets the next local owner in and forgets this hold.
+    /// Lets the next local owner in and forgets this hold; its lost signal ends as released unless it was lost.
     fn end(&self) {
+        self.end_tx.send_if_modified(|end| {
+            let first = end.is_none();
+            if first {
+                *end = Some(LeaseEnd::Released);
+            }
+            first
+        });
         self.gate.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.link.table.unregister(&self.grant.name, self);
     }
@@ -260,23 +275,34 @@ impl Reentrant for Hold {
             return None;
         }
         if let Some(reason) = &st.lost {
-            return Some(Err(Error::new(ErrorKind::LockLost, format!("{}: {reason}", self.describe()))));
+            return Some(Err(self.error(ErrorKind::LockLost, reason.clone())));
         }
         st.count += 1;
         Some(Ok(()))
     }
 }
 
+/// How a lease's lost signal ([`Lease::lost`]) resolves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseEnd {
+    /// The lock was lost while held (expired, taken, or not renewed in time); the reason says which. Only fenced
+    /// writes are safe now.
+    Lost(String),
+    /// The lease was released (or its client closed, or the `Lease` dropped) before any loss: none can follow.
+    Released,
+}
+
 /// A held lock. Release it with [`Lease::release`]; dropping an unreleased `Lease` releases it in the background.
 #[derive(Debug)]
 pub struct Lease {
     hold: Arc<Hold>,
-    released: AtomicBool,
+    // Set once this lease is released (or dropped), ending its own lost signals even while a reentrant sibling holds.
+    released: watch::Sender<bool>,
 }
 
 impl Lease {
     pub(crate) fn new(hold: Arc<Hold>) -> Self {
-        Lease { hold, released: AtomicBool::new(false) }
+        Lease { hold, released: watch::Sender::new(false) }
     }
 
     /// The lock name.
@@ -297,7 +323,7 @@ impl Lease {
 
     /// Whether the lease is still ours by our own clock: not released, not lost, validity not passed.
     pub fn is_valid(&self) -> bool {
-        !self.released.load(Ordering::SeqCst) && self.hold.check_active().is_ok() && self.remaining() > Duration::ZERO
+        !*self.released.borrow() && self.hold.check_active().is_ok() && self.remaining() > Duration::ZERO
     }
 
     /// Time left before the lease's validity ends, unless renewed.
@@ -307,24 +333,48 @@ impl Lease {
 
     /// Whether the lost signal has fired.
     pub fn is_lost(&self) -> bool {
-        *self.hold.lost_tx.borrow()
+        matches!(*self.hold.end_tx.borrow(), Some(LeaseEnd::Lost(_)))
     }
 
-    /// Resolves when the lease is lost (never, if it is released first). The future owns what it needs.
-    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut rx = self.hold.lost_tx.subscribe();
+    /// Why the lease was lost (`None` while it is not): the text of [`LeaseEnd::Lost`].
+    pub fn lost_reason(&self) -> Option<String> {
+        self.hold.lost_reason()
+    }
+
+    /// The `LockLost` error of this lease once lost, naming its lock and backend; `None` while it is not.
+    pub fn lost_error(&self) -> Option<Error> {
+        self.hold.lost_reason().map(|reason| self.hold.error(ErrorKind::LockLost, reason))
+    }
+
+    /// Resolves once, when the lease ends: [`LeaseEnd::Lost`] with the reason if the lock is lost while held, else
+    /// [`LeaseEnd::Released`] when this lease is released or dropped, or its client closed. A loss that came before
+    /// the release wins. The future owns what it needs, so a watcher never outlives the lease.
+    pub fn lost(&self) -> impl Future<Output = LeaseEnd> + Send + 'static {
+        let (mut hold, mut mine) = (self.hold.end_tx.subscribe(), self.released.subscribe());
         async move {
-            // The sender lives as long as the hold; if it goes, the lease is gone and no loss can follow.
-            if rx.wait_for(|lost| *lost).await.is_err() {
-                std::future::pending::<()>().await;
+            loop {
+                if let Some(end) = hold.borrow_and_update().clone() {
+                    return end;
+                }
+                if *mine.borrow_and_update() {
+                    return LeaseEnd::Released;
+                }
+                // A closed channel means the hold or this lease is gone: it ended without a loss.
+                let open = tokio::select! {
+                    r = hold.changed() => r.is_ok(),
+                    r = mine.changed() => r.is_ok(),
+                };
+                if !open {
+                    return hold.borrow().clone().unwrap_or(LeaseEnd::Released);
+                }
             }
         }
     }
 
     /// Extends the lease to `ttl` from now (its current TTL if `None`). `LockLost` if it is no longer ours.
     pub async fn renew(&self, ttl: Option<Duration>) -> Result<()> {
-        if self.released.load(Ordering::SeqCst) {
-            return Err(Error::new(ErrorKind::NotHeld, format!("{}: the lease was released", self.hold.describe())));
+        if *self.released.borrow() {
+            return Err(self.hold.error(ErrorKind::NotHeld, "the lease was released"));
         }
         self.hold.renew(ttl).await
     }
@@ -332,12 +382,12 @@ impl Lease {
     /// Releases this hold. `NotHeld` if this lease was already released; `LockLost` if the lock was lost while held
     /// (the critical section was not protected); `Closed` if its client was closed (which released it).
     pub async fn release(&self) -> Result<()> {
-        if self.released.swap(true, Ordering::SeqCst) {
-            return Err(Error::new(ErrorKind::NotHeld, format!("{}: already released", self.hold.describe())));
+        if self.released.send_replace(true) {
+            return Err(self.hold.error(ErrorKind::NotHeld, "already released"));
         }
         // `close` released every hold; the backend, whose connections are gone, has nothing to add.
         if self.hold.link.client.is_closed() {
-            return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.hold.describe())));
+            return Err(self.hold.error(ErrorKind::Closed, "the client was closed"));
         }
         // A caller that stops waiting (a timeout, a cancelled RPC) must not leave the release half done: the name's
         // local gate would stay taken, and every later lock of it through this client would wait forever.
@@ -366,7 +416,7 @@ impl Drop for Unfinished {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if self.released.swap(true, Ordering::SeqCst) {
+        if self.released.send_replace(true) {
             return;
         }
         let hold = self.hold.clone();

@@ -45,6 +45,6 @@ pub use backend::{Capability, LockInfo};
 pub use client::Client;
 pub use error::{Error, ErrorKind, Result};
 pub use fence::Fence;
-pub use lease::Lease;
+pub use lease::{Lease, LeaseEnd};
 pub use options::{ClientOptions, DEFAULT_TTL, LockOptions, MAX_NAME_BYTES, MAX_TTL};
 pub use url::{DEFAULT_URL, default_url};

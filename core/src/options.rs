@@ -65,14 +65,15 @@ impl LockOptions {
 
     pub(crate) fn validate(&self, name: &str) -> Result<()> {
         validate_name(name)?;
-        validate_ttl(self.ttl).map_err(|e| e.context(format_args!("lock {name:?}")))?;
+        validate_ttl(self.ttl).map_err(|e| e.with_lock(name))?;
         if let Some(owner) =
             self.owner.as_ref().filter(|o| o.is_empty() || o.len() > MAX_NAME_BYTES || o.contains('\0'))
         {
             return Err(Error::invalid(format!(
-                "lock {name:?}: owner must be 1–{MAX_NAME_BYTES} bytes without NUL, got {} bytes",
+                "owner must be 1–{MAX_NAME_BYTES} bytes without NUL, got {} bytes",
                 owner.len()
-            )));
+            ))
+            .with_lock(name));
         }
         Ok(())
     }

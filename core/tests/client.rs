@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use fencelock::{Client, ErrorKind, LockOptions};
+use fencelock::{Client, ErrorKind, LeaseEnd, LockOptions};
 use tokio::time::Instant;
 
 async fn memory_client(store: &str) -> Client {
@@ -133,8 +133,14 @@ async fn lost_fires_once_and_stops_renewals() {
     let lease = a.lock("L", &LockOptions::default().ttl(Duration::from_millis(150))).await.unwrap();
     let (first, second) = (lease.lost(), lease.lost());
     assert!(b.force_release("L").await.unwrap());
-    tokio::time::timeout(Duration::from_secs(2), first).await.expect("lost fired");
-    tokio::time::timeout(Duration::from_secs(2), second).await.expect("every waiter sees it");
+    let end = tokio::time::timeout(Duration::from_secs(2), first).await.expect("lost fired");
+    let LeaseEnd::Lost(reason) = end else { panic!("a loss, not {end:?}") };
+    assert_eq!(lease.lost_reason().as_deref(), Some(reason.as_str()));
+    assert!(!reason.starts_with("lock "), "the reason is core's, without the lock prefix: {reason}");
+    let end = tokio::time::timeout(Duration::from_secs(2), second).await.expect("every waiter sees it");
+    assert_eq!(end, LeaseEnd::Lost(reason.clone()));
+    // A watcher that starts after the loss sees it at once.
+    assert_eq!(lease.lost().await, LeaseEnd::Lost(reason));
     let thief = b.lock("L", &LockOptions::default()).await.unwrap();
     // The stale holder's watchdog stopped: the thief keeps the lock.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -172,6 +178,46 @@ async fn a_release_cut_short_still_frees_the_name() {
     assert_eq!(lease.release().await.unwrap_err().kind(), ErrorKind::NotHeld);
     next.release().await.unwrap();
     assert!(eventually(Duration::from_secs(1), async || a.local_entries() == 0).await);
+}
+
+#[tokio::test]
+async fn lost_resolves_released_once_released() {
+    let store = support::unique("ended");
+    let a = memory_client(&store).await;
+    let lease = a.lock("L", &LockOptions::default()).await.unwrap();
+    let watcher = tokio::spawn(lease.lost());
+    assert_eq!(lease.lost_reason(), None);
+    lease.release().await.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(2), watcher).await.expect("a release ends the signal");
+    assert_eq!(end.unwrap(), LeaseEnd::Released);
+    assert!(!lease.is_lost() && lease.lost_reason().is_none());
+
+    // A reentrant sibling's release ends only its own signal; a dropped lease and a closed client end theirs.
+    let opts = LockOptions::default().owner("job");
+    let (outer, inner) = (a.lock("L", &opts).await.unwrap(), a.lock("L", &opts).await.unwrap());
+    let outer_end = outer.lost();
+    inner.release().await.unwrap();
+    assert_eq!(inner.lost().await, LeaseEnd::Released);
+    let dropped = a.lock("M", &LockOptions::default()).await.unwrap();
+    let dropped_end = dropped.lost();
+    drop(dropped);
+    assert_eq!(tokio::time::timeout(Duration::from_secs(2), dropped_end).await.unwrap(), LeaseEnd::Released);
+    a.close().await;
+    assert_eq!(tokio::time::timeout(Duration::from_secs(2), outer_end).await.unwrap(), LeaseEnd::Released);
+}
+
+#[tokio::test]
+async fn errors_name_the_lock_and_backend_as_fields() {
+    let store = support::unique("fields");
+    let (a, b) = (memory_client(&store).await, memory_client(&store).await);
+    let held = a.lock("L", &LockOptions::default()).await.unwrap();
+    let err = b.lock("L", &LockOptions::default().timeout(Duration::from_millis(20))).await.unwrap_err();
+    assert_eq!((err.kind(), err.lock(), err.backend()), (ErrorKind::Timeout, Some("L"), Some(a.url())));
+    assert!(!err.message().contains("lock \"L\""), "the message does not repeat the lock: {err}");
+    assert!(err.to_string().starts_with(&format!("TIMEOUT: lock \"L\" on {}: ", a.url())), "{err}");
+    held.release().await.unwrap();
+    let err = held.release().await.unwrap_err();
+    assert_eq!((err.kind(), err.lock()), (ErrorKind::NotHeld, Some("L")));
 }
 
 #[tokio::test]

@@ -187,8 +187,10 @@ impl Run {
             "expect_lost" => {
                 let bound = ms(&step["within_ms"]).unwrap();
                 let lease = self.lease(step, "lease");
-                if tokio::time::timeout(bound, lease.lost()).await.is_err() {
-                    return Err(format!("lost did not fire within {bound:?}"));
+                match tokio::time::timeout(bound, lease.lost()).await {
+                    Ok(fencelock::LeaseEnd::Lost(_)) => {}
+                    Ok(end) => return Err(format!("the lease ended without a loss: {end:?}")),
+                    Err(_) => return Err(format!("lost did not fire within {bound:?}")),
                 }
                 Ok(())
             }

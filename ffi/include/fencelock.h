@@ -56,6 +56,14 @@ typedef struct fencelock_fence fencelock_fence;
 // A held lock. Any thread may use it (ownership is not tied to a thread). It keeps its client alive.
 typedef struct fencelock_lease fencelock_lease;
 
+// Options of `fencelock_client_connect_with`. Start from `fencelock_client_options_default()`.
+typedef struct fencelock_client_options {
+  // How long connecting may take, in milliseconds. Default 5000.
+  uint64_t connect_timeout_ms;
+  // How long one backend request may take, in milliseconds. Default 5000.
+  uint64_t request_timeout_ms;
+} fencelock_client_options;
+
 // Options of one `fencelock_lock` / `fencelock_try_lock` call. Start from `fencelock_lock_options_default()`.
 typedef struct fencelock_lock_options {
   // Lease time to live in milliseconds (1 ms to 24 h). Default 30000.
@@ -83,6 +91,15 @@ extern "C" {
 // `url` is NULL or a NUL-terminated string; `out` is NULL or writable.
 enum fencelock_status fencelock_client_connect(const char *url,
                                                struct fencelock_client **out);
+
+// `fencelock_client_connect` with options: `opts->connect_timeout_ms` bounds the connect,
+// `opts->request_timeout_ms` every backend request. `opts` NULL means `fencelock_client_options_default()`.
+//
+// # Safety
+// As for `fencelock_client_connect`; `opts` NULL or valid.
+enum fencelock_status fencelock_client_connect_with(const char *url,
+                                                    const struct fencelock_client_options *opts,
+                                                    struct fencelock_client **out);
 
 // Takes the lock `name`, waiting up to `opts->timeout_ms` (forever by default); `opts` NULL means
 // `fencelock_lock_options_default()`. On success stores a new lease in `*out` (free it with
@@ -194,13 +211,24 @@ enum fencelock_status fencelock_lease_is_valid(const struct fencelock_lease *lea
 // Calls `cb(user_data)` once if the lease is lost (never if it is released first; at once if it is already lost).
 // The callback runs on a fencelock runtime thread, not the caller's: it must be quick and thread-safe, and must not
 // call blocking fencelock functions (they return `FENCELOCK_INTERNAL` there). Freeing the lease cancels a callback
-// that has not run yet. Each call registers one more callback.
+// that has not run yet (core's lost signal ends as released then). Each call registers one more callback. The reason
+// of the loss: `fencelock_lease_lost_reason`.
 //
 // # Safety
 // `lease` is NULL or a live lease; `cb` is NULL or a function safe to call from another thread with `user_data`.
 enum fencelock_status fencelock_lease_on_lost(const struct fencelock_lease *lease,
                                               void (*cb)(void *user_data),
                                               void *user_data);
+
+// Copies core's reason for the loss of `lease` into `buf` (at most `len` bytes with the NUL, truncated on a UTF-8
+// boundary) and stores in `*out_len` the length of the whole reason; 0 and an empty string while it is not lost.
+//
+// # Safety
+// `lease` is NULL or a live lease; `buf` NULL or writable for `len` bytes; `out_len` NULL or writable.
+enum fencelock_status fencelock_lease_lost_reason(const struct fencelock_lease *lease,
+                                                  char *buf,
+                                                  size_t len,
+                                                  size_t *out_len);
 
 // Frees the lease handle. An unreleased lease is released first (from a runtime thread, in the background).
 // Callbacks registered with `fencelock_lease_on_lost` that have not run are cancelled. NULL is ignored.
@@ -211,6 +239,9 @@ void fencelock_lease_free(struct fencelock_lease *lease);
 
 // The default options: ttl 30 s, wait forever, watchdog on, owner = the calling thread.
 struct fencelock_lock_options fencelock_lock_options_default(void);
+
+// The default client options: 5 s to connect, 5 s per request.
+struct fencelock_client_options fencelock_client_options_default(void);
 
 // The message of the last failing call on this thread (kind, function, lock, backend and bad value), or "" if
 // none failed yet. The string stays valid until the next failing call on this thread; reading it does not clear it.

@@ -8,7 +8,7 @@ use fencelock_bridge::block_on;
 
 use crate::fence::fencelock_fence;
 use crate::lease::fencelock_lease;
-use crate::options::{fencelock_lock_options, lock_options};
+use crate::options::{client_options, fencelock_client_options, fencelock_lock_options, lock_options};
 use crate::status::{busy, call, fencelock_status};
 use crate::{args, fence, lease};
 
@@ -31,16 +31,36 @@ pub unsafe extern "C" fn fencelock_client_connect(
     url: *const c_char,
     out: *mut *mut fencelock_client,
 ) -> fencelock_status {
-    call("fencelock_client_connect", || {
-        let out = unsafe { args::out(out, "out", ptr::null_mut()) }?;
-        let url = unsafe { args::opt_string(url, "url") }?;
-        let client = match url {
-            Some(url) => block_on(Client::connect(url))??,
-            None => block_on(Client::connect_default())??,
-        };
-        *out = Box::into_raw(Box::new(fencelock_client { client }));
-        Ok(fencelock_status::FENCELOCK_OK)
-    })
+    call("fencelock_client_connect", || unsafe { connect(url, ptr::null(), out) })
+}
+
+/// `fencelock_client_connect` with options: `opts->connect_timeout_ms` bounds the connect,
+/// `opts->request_timeout_ms` every backend request. `opts` NULL means `fencelock_client_options_default()`.
+///
+/// # Safety
+/// As for `fencelock_client_connect`; `opts` NULL or valid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_client_connect_with(
+    url: *const c_char,
+    opts: *const fencelock_client_options,
+    out: *mut *mut fencelock_client,
+) -> fencelock_status {
+    call("fencelock_client_connect_with", || unsafe { connect(url, opts, out) })
+}
+
+/// # Safety
+/// As for `fencelock_client_connect_with`.
+unsafe fn connect(
+    url: *const c_char,
+    opts: *const fencelock_client_options,
+    out: *mut *mut fencelock_client,
+) -> fencelock::Result<fencelock_status> {
+    let out = unsafe { args::out(out, "out", ptr::null_mut()) }?;
+    let url = unsafe { args::opt_string(url, "url") }?.map_or_else(fencelock::default_url, str::to_string);
+    let opts = unsafe { client_options(opts) };
+    let client = block_on(Client::connect_with(&url, &opts))??;
+    *out = Box::into_raw(Box::new(fencelock_client { client }));
+    Ok(fencelock_status::FENCELOCK_OK)
 }
 
 /// Takes the lock `name`, waiting up to `opts->timeout_ms` (forever by default); `opts` NULL means

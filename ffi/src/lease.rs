@@ -1,26 +1,22 @@
 //! `fencelock_lease`: fence token, renew, release, validity, the lost callback, free.
 
 use std::ffi::c_void;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use fencelock::Lease;
+use fencelock::{Lease, LeaseEnd};
 use fencelock_bridge::{block_on, handle, on_runtime_thread, spawn};
-use tokio::task::AbortHandle;
 
 use crate::args;
-use crate::status::{call, fencelock_status, internal};
+use crate::status::{call, fencelock_status};
 
 /// A held lock. Any thread may use it (ownership is not tied to a thread). It keeps its client alive.
 #[derive(Debug)]
 pub struct fencelock_lease {
     lease: Lease,
-    // on_lost callbacks not yet run; cancelled when the handle is freed.
-    watchers: Mutex<Vec<AbortHandle>>,
 }
 
 pub(crate) fn into_raw(lease: Lease) -> *mut fencelock_lease {
-    Box::into_raw(Box::new(fencelock_lease { lease, watchers: Mutex::default() }))
+    Box::into_raw(Box::new(fencelock_lease { lease }))
 }
 
 /// Drops `value` with the shared runtime entered, so anything its destructor spawns (a background release, closing
@@ -102,7 +98,8 @@ impl UserData {
 /// Calls `cb(user_data)` once if the lease is lost (never if it is released first; at once if it is already lost).
 /// The callback runs on a fencelock runtime thread, not the caller's: it must be quick and thread-safe, and must not
 /// call blocking fencelock functions (they return `FENCELOCK_INTERNAL` there). Freeing the lease cancels a callback
-/// that has not run yet. Each call registers one more callback.
+/// that has not run yet (core's lost signal ends as released then). Each call registers one more callback. The reason
+/// of the loss: `fencelock_lease_lost_reason`.
 ///
 /// # Safety
 /// `lease` is NULL or a live lease; `cb` is NULL or a function safe to call from another thread with `user_data`.
@@ -117,12 +114,44 @@ pub unsafe extern "C" fn fencelock_lease_on_lost(
         let cb = cb.ok_or_else(|| fencelock::Error::new(fencelock::ErrorKind::InvalidArgument, "cb is NULL"))?;
         let lost = lease.lease.lost();
         let data = UserData(user_data);
-        let task = spawn(async move {
-            lost.await;
-            // SAFETY: the caller's promise about cb and user_data.
-            unsafe { cb(data.get()) };
+        spawn(async move {
+            if let LeaseEnd::Lost(_) = lost.await {
+                // SAFETY: the caller's promise about cb and user_data.
+                unsafe { cb(data.get()) };
+            }
         })?;
-        lease.watchers.lock().map_err(|_| internal("lease watcher list poisoned"))?.push(task.abort_handle());
+        Ok(fencelock_status::FENCELOCK_OK)
+    })
+}
+
+/// Copies core's reason for the loss of `lease` into `buf` (at most `len` bytes with the NUL, truncated on a UTF-8
+/// boundary) and stores in `*out_len` the length of the whole reason; 0 and an empty string while it is not lost.
+///
+/// # Safety
+/// `lease` is NULL or a live lease; `buf` NULL or writable for `len` bytes; `out_len` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_lease_lost_reason(
+    lease: *const fencelock_lease,
+    buf: *mut std::ffi::c_char,
+    len: usize,
+    out_len: *mut usize,
+) -> fencelock_status {
+    call("fencelock_lease_lost_reason", || {
+        let out_len = unsafe { args::out(out_len, "out_len", 0) }?;
+        let lease = unsafe { args::handle(lease, "lease") }?;
+        let reason = lease.lease.lost_reason().unwrap_or_default();
+        *out_len = reason.len();
+        if !buf.is_null() && len > 0 {
+            let mut n = reason.len().min(len - 1);
+            while !reason.is_char_boundary(n) {
+                n -= 1;
+            }
+            // SAFETY: the caller's promise: `buf` is writable for `len` > n bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(reason.as_ptr(), buf.cast::<u8>(), n);
+                *buf.add(n) = 0;
+            }
+        }
         Ok(fencelock_status::FENCELOCK_OK)
     })
 }
@@ -140,9 +169,6 @@ pub unsafe extern "C" fn fencelock_lease_free(lease: *mut fencelock_lease) {
     // SAFETY: made by Box::into_raw in into_raw, freed once by the caller's promise.
     let lease = unsafe { Box::from_raw(lease) };
     crate::status::quietly(move || {
-        for w in lease.watchers.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
-            w.abort();
-        }
         if !on_runtime_thread() {
             // NotHeld (already released) and other errors are expected here; the record expires after its TTL.
             let _ = block_on(lease.lease.release());

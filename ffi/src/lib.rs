@@ -20,7 +20,7 @@ mod status;
 pub use client::fencelock_client;
 pub use fence::fencelock_fence;
 pub use lease::fencelock_lease;
-pub use options::{FENCELOCK_WAIT_FOREVER, fencelock_lock_options};
+pub use options::{FENCELOCK_WAIT_FOREVER, fencelock_client_options, fencelock_lock_options};
 pub use status::fencelock_status;
 
 #[cfg(test)]

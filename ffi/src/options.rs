@@ -5,7 +5,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use fencelock::{DEFAULT_TTL, LockOptions, Result};
+use fencelock::{ClientOptions, DEFAULT_TTL, LockOptions, Result};
 
 use crate::args;
 
@@ -37,6 +37,38 @@ pub extern "C" fn fencelock_lock_options_default() -> fencelock_lock_options {
         watchdog: true,
         owner: ptr::null(),
     }
+}
+
+/// Options of `fencelock_client_connect_with`. Start from `fencelock_client_options_default()`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct fencelock_client_options {
+    /// How long connecting may take, in milliseconds. Default 5000.
+    pub connect_timeout_ms: u64,
+    /// How long one backend request may take, in milliseconds. Default 5000.
+    pub request_timeout_ms: u64,
+}
+
+/// The default client options: 5 s to connect, 5 s per request.
+#[unsafe(no_mangle)]
+pub extern "C" fn fencelock_client_options_default() -> fencelock_client_options {
+    let d = ClientOptions::default();
+    fencelock_client_options {
+        connect_timeout_ms: d.connect_timeout.as_millis() as u64,
+        request_timeout_ms: d.request_timeout.as_millis() as u64,
+    }
+}
+
+/// Core client options from C options; NULL means the defaults.
+///
+/// # Safety
+/// `opts` is NULL or points to a valid `fencelock_client_options`.
+pub(crate) unsafe fn client_options(opts: *const fencelock_client_options) -> ClientOptions {
+    // SAFETY: the caller's promise.
+    let o = unsafe { opts.as_ref() }.copied().unwrap_or_else(|| fencelock_client_options_default());
+    ClientOptions::default()
+        .connect_timeout(Duration::from_millis(o.connect_timeout_ms))
+        .request_timeout(Duration::from_millis(o.request_timeout_ms))
 }
 
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::ffi::{CString, c_char};
 
-use fencelock::{Error, ErrorKind, Result};
+use fencelock::{Error, Result};
 use fencelock_bridge::{STATUS_BUSY, catch_panic, status_code};
 
 /// The result of every operation: `FENCELOCK_OK`, an error code of DESIGN.md §5, or `FENCELOCK_BUSY`.
@@ -70,7 +70,7 @@ pub(crate) fn set_last_error(message: &str) {
 pub(crate) fn call(func: &str, body: impl FnOnce() -> Result<fencelock_status>) -> fencelock_status {
     match catch_panic(body) {
         Ok(status) => status,
-        Err(e) => fail(&e.context(func)),
+        Err(e) => fail(func, &e),
     }
 }
 
@@ -82,8 +82,9 @@ pub(crate) fn quietly(body: impl FnOnce()) {
     });
 }
 
-pub(crate) fn fail(e: &Error) -> fencelock_status {
-    set_last_error(&e.to_string());
+/// Records `e`, raised in `func`, as the last error: `KIND: func: lock "x" on backend: message`.
+pub(crate) fn fail(func: &str, e: &Error) -> fencelock_status {
+    set_last_error(&format!("{}: {func}: {}", e.kind(), e.detail()));
     fencelock_status::from_code(status_code(e))
 }
 
@@ -91,11 +92,6 @@ pub(crate) fn fail(e: &Error) -> fencelock_status {
 pub(crate) fn busy(func: &str, name: &str) -> fencelock_status {
     set_last_error(&format!("BUSY: {func}: lock {name:?} is held by another"));
     fencelock_status::FENCELOCK_BUSY
-}
-
-/// An `Internal` error for a bug-shaped condition.
-pub(crate) fn internal(message: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Internal, message)
 }
 
 /// The message of the last failing call on this thread (kind, function, lock, backend and bad value), or "" if
@@ -109,6 +105,7 @@ pub extern "C" fn fencelock_last_error() -> *const c_char {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fencelock::ErrorKind;
 
     #[test]
     fn statuses_match_the_core_codes() {

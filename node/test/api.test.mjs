@@ -1,6 +1,7 @@
 // Node idioms over the core: AbortSignal, withLock, error codes, lease.signal / 'lost', asyncDispose, fences, and an
 // event loop that keeps turning while lock() waits. On SQLite (embedded) and, where served, Redis.
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { describe, test } from 'node:test';
 
 import { fencelock, serviceUrl, sleep, sqliteUrl, unique, until } from './support.mjs';
@@ -130,6 +131,10 @@ for (const [label, url] of urls) {
       const lease = await c.lock(name);
       const t = await rejectsWith(c.lock(name, { timeoutMs: 50 }), 'TIMEOUT');
       assert.equal(t.retryable, true);
+      // The lock and backend are fields of their own, not parsed out of the text; the message still names them.
+      assert.equal(t.lock, name);
+      assert.equal(t.backend, c.url);
+      assert.ok(t.message.startsWith(`lock ${JSON.stringify(name)} on ${c.url}: `), t.message);
       await lease.release();
       await rejectsWith(lease.release(), 'NOT_HELD');
       await rejectsWith(lease.renew(), 'NOT_HELD');
@@ -166,6 +171,10 @@ for (const [label, url] of urls) {
       await sleep(50);
       assert.equal(events.length, 1);
       assert.equal(events[0].code, 'LOCK_LOST');
+      // Core's reason and fields, not a message made up here.
+      assert.equal(events[0].lock, name);
+      assert.equal(events[0].backend, a.url);
+      assert.match(events[0].message, /the record expired or was taken|no renewal succeeded/);
       await rejectsWith(victim.renew(), 'LOCK_LOST');
       await rejectsWith(victim.release(), 'LOCK_LOST');
       assert.ok(thief.valid);
@@ -194,6 +203,24 @@ for (const [label, url] of urls) {
     });
   });
 }
+
+test('connectTimeoutMs bounds a connect to a server that never answers', async () => {
+  // TCP connects (the kernel accepts), but the etcd handshake never comes: only the connect timeout ends the wait.
+  const sockets = [];
+  const silent = net.createServer((s) => sockets.push(s));
+  await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const url = `etcd://127.0.0.1:${silent.address().port}`;
+  try {
+    const started = Date.now();
+    const err = await rejectsWith(connect(url, { connectTimeoutMs: 300 }), 'UNAVAILABLE');
+    assert.ok(Date.now() - started < 2500, `took ${Date.now() - started} ms (the default is 5000)`);
+    assert.equal(err.retryable, true);
+    await rejectsWith(connect(url, { connectTimeoutMs: -1 }), 'INVALID_ARGUMENT');
+  } finally {
+    for (const s of sockets) s.destroy();
+    silent.close();
+  }
+});
 
 test('no unhandled rejections', async () => {
   await sleep(100);

@@ -17,10 +17,11 @@ from __future__ import annotations
 import atexit
 import threading
 from types import TracebackType
-from typing import Any, Callable, List, Optional, Tuple, Type
+from typing import Any, Callable, Optional, Tuple, Type
 
 from . import _native
-from ._common import DEFAULT_TTL, Capability, ClientView, FenceView, LeaseView, LockInfo, lock_info
+from ._common import DEFAULT_TTL, Capability, LockInfo
+from ._common import ClientView, FenceView, LeaseView, LostSignalView, MutexView, lock_info, wait_limit
 from .errors import (
     Cancelled,
     Closed,
@@ -147,10 +148,6 @@ class Client(ClientView):
         """
         return self._native.force_release(name)
 
-    def local_entries(self) -> int:
-        """Lock names this client holds or queues for locally (0 when idle)."""
-        return self._native.local_entries()
-
     def close(self) -> None:
         """Releases every lease this client holds and closes its connections. Later calls raise :class:`Closed`."""
         self._native.close()
@@ -166,31 +163,19 @@ class Client(ClientView):
     ) -> None:
         self.close()
 
-    def __repr__(self) -> str:
-        return f"<fencelock.Client {self.url}>"
 
+class LostSignal(LostSignalView):
+    """Set when a lease is lost, like a :class:`threading.Event` you can only read (``lease.lost``); ``reason`` says
+    why, in the core's words."""
 
-class LostSignal:
-    """Set when a lease is lost, like a :class:`threading.Event` you can only read (``lease.lost``)."""
-
-    __slots__ = ("_native",)
-
-    def __init__(self, native: _native.Lease) -> None:
-        self._native = native
-
-    def is_set(self) -> bool:
-        """Whether the lease has been lost."""
-        return self._native.is_lost()
+    __slots__ = ()
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Blocks until the lease is lost or ``timeout`` seconds pass; whether it was lost.
+        """Blocks until the lease is lost or released, or ``timeout`` seconds pass; whether it was lost.
 
-        Never returns ``True`` for a lease released before it was lost. Releases the GIL; Ctrl-C interrupts it.
+        Returns ``False`` once a lease is released before it was lost. Releases the GIL; Ctrl-C interrupts it.
         """
         return self._native.wait_lost(timeout)
-
-    def __repr__(self) -> str:
-        return f"<fencelock.LostSignal {'set' if self.is_set() else 'unset'}>"
 
 
 class Lease(LeaseView):
@@ -199,13 +184,8 @@ class Lease(LeaseView):
     A context manager that releases it: ``with client.lock("x") as lease:``. Any thread may renew or release it.
     """
 
-    __slots__ = ("_released", "lost")
-
-    def __init__(self, native: _native.Lease) -> None:
-        self._native = native
-        self._released = False
-        self.lost = LostSignal(native)
-        """Set when the lease is lost: expired, taken, or not renewed in time (see :class:`LostSignal`)."""
+    __slots__ = ()
+    _lost_signal = LostSignal
 
     def renew(self, ttl: Optional[float] = None) -> None:
         """Extends the lease to ``ttl`` seconds from now (its current TTL if ``None``).
@@ -264,19 +244,14 @@ class Fence(FenceView):
 
     def write(self, token: int, value: bytes) -> None:
         """Stores ``value`` if ``token`` ≥ the highest token accepted so far (raising it); :class:`Fenced` if older."""
-        if token < 0:
-            raise InvalidArgument(f"fence {self.resource!r}: token must be ≥ 0, got {token}")
-        self._native.write(token, bytes(value))
+        self._native.write(self._checked(token), bytes(value))
 
     def read(self) -> Tuple[int, bytes]:
         """``(token, value)``: the highest accepted token and its value; ``(0, b"")`` if never written."""
         return self._native.read()
 
-    def __repr__(self) -> str:
-        return f"<fencelock.Fence {self.resource!r}>"
 
-
-class Mutex:
+class Mutex(MutexView):
     """A lock with the interface of :class:`threading.Lock`, for code written for one: ``with mutex:``,
     ``acquire(blocking=True, timeout=-1)``, ``release()``, ``locked()``.
 
@@ -284,58 +259,28 @@ class Mutex:
     lock, and ``locked()`` asks the backend whether anyone holds the name.
     """
 
-    def __init__(self, client: Client, name: str, ttl: float, watchdog: bool, owner: Optional[str]) -> None:
-        self._client = client
-        self._name = name
-        self._ttl = ttl
-        self._watchdog = watchdog
-        self._owner = owner
-        self._leases: List[Lease] = []
-        self._guard = threading.Lock()
-
-    @property
-    def name(self) -> str:
-        """The lock name."""
-        return self._name
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Takes the lock; whether it did. ``blocking=False``: one attempt. ``timeout`` seconds, -1: forever."""
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = -1) -> bool:
+        """Takes the lock; whether it did. ``blocking=False``: one attempt. ``timeout`` seconds; ``-1`` or ``None``
+        (as in :mod:`fencelock.aio`): wait without limit."""
+        limit = wait_limit(blocking, timeout)
         if not blocking:
-            if timeout != -1:
-                raise ValueError("can't specify a timeout for a non-blocking call")
             lease = self._client.try_lock(self._name, self._ttl, self._watchdog, self._owner)
             if lease is None:
                 return False
         else:
-            if timeout < 0 and timeout != -1:
-                raise ValueError("timeout value must be a non-negative number")
             try:
-                lease = self._client.lock(
-                    self._name, self._ttl, None if timeout == -1 else timeout, self._watchdog, self._owner
-                )
+                lease = self._client.lock(self._name, self._ttl, limit, self._watchdog, self._owner)
             except Timeout:
                 return False
-        with self._guard:
-            self._leases.append(lease)
-        return True
+        return self._push(lease)
 
     def release(self) -> None:
         """Releases the most recent hold. :class:`RuntimeError` if this mutex holds nothing, as threading does."""
-        with self._guard:
-            if not self._leases:
-                raise RuntimeError("release unlocked lock")
-            lease = self._leases.pop()
-        lease.release()
+        self._pop().release()
 
     def locked(self) -> bool:
         """Whether anyone holds the name, per the backend."""
         return self._client.inspect(self._name).holder is not None
-
-    @property
-    def fence(self) -> Optional[int]:
-        """The fencing token of the current hold, if this mutex holds the lock."""
-        with self._guard:
-            return self._leases[-1].fence if self._leases else None
 
     def __enter__(self) -> bool:
         return self.acquire()
@@ -347,6 +292,3 @@ class Mutex:
         tb: Optional[TracebackType],
     ) -> None:
         self.release()
-
-    def __repr__(self) -> str:
-        return f"<fencelock.Mutex {self._name!r}>"

@@ -1,12 +1,15 @@
-"""What the sync and asyncio APIs share: result types and defaults."""
+"""What the sync and asyncio APIs share: result types, defaults, and every part of the client, lease, lost signal,
+fence and mutex that does not wait (the waiting methods differ only in ``await``)."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from . import _native
 from . import _native as native
+from .errors import InvalidArgument
 
 DEFAULT_TTL: float = _native.DEFAULT_TTL
 """Lease time to live when none is given, in seconds (30)."""
@@ -60,12 +63,47 @@ class ClientView:
         """What the backend can do (fencing, native wake-ups, fair order, session-bound leases)."""
         return Capability(*self._native.capability())
 
+    def local_entries(self) -> int:
+        """Lock names this client holds or queues for locally (0 when idle)."""
+        return self._native.local_entries()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.Client {self.url}>"
+
+
+class LostSignalView:
+    """What the sync and asyncio lost signals share: ``is_set()``, core's ``reason``, the repr."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: native.Lease) -> None:
+        self._native = native
+
+    def is_set(self) -> bool:
+        """Whether the lease has been lost."""
+        return self._native.is_lost()
+
+    @property
+    def reason(self) -> Optional[str]:
+        """Why the lease was lost, as the core reports it; ``None`` while it is not lost."""
+        return self._native.lost_reason()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.LostSignal {'set' if self.is_set() else 'unset'}>"
+
 
 class LeaseView:
     """The read-only side of a lease, shared by :class:`fencelock.Lease` and :class:`fencelock.aio.Lease`."""
 
-    __slots__ = ("_native",)
+    __slots__ = ("_native", "_released", "lost")
     _native: native.Lease
+    _lost_signal: Any = LostSignalView
+
+    def __init__(self, native: native.Lease) -> None:
+        self._native = native
+        self._released = False
+        self.lost = self._lost_signal(native)
+        """Set when the lease is lost: expired, taken, or not renewed in time (see ``LostSignal``)."""
 
     @property
     def name(self) -> str:
@@ -108,6 +146,65 @@ class FenceView:
     def resource(self) -> str:
         """The resource name."""
         return self._native.resource
+
+    def _checked(self, token: int) -> int:
+        if token < 0:
+            raise InvalidArgument(f"fence {self.resource!r}: token must be ≥ 0, got {token}")
+        return token
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.Fence {self.resource!r}>"
+
+
+def wait_limit(blocking: bool, timeout: Optional[float]) -> Optional[float]:
+    """The lock timeout of ``Mutex.acquire(blocking, timeout)``, the same in both APIs: ``-1`` (``threading``'s
+    spelling) and ``None`` (``asyncio``'s) both mean *wait without limit*; a non-blocking call takes neither."""
+    if timeout is None or timeout == -1:
+        return None
+    if not blocking:
+        raise ValueError("can't specify a timeout for a non-blocking call")
+    if timeout < 0:
+        raise ValueError("timeout value must be a non-negative number")
+    return timeout
+
+
+class MutexView:
+    """What the sync and asyncio mutexes share: the options, the stack of holds, ``fence`` and the repr."""
+
+    def __init__(self, client: Any, name: str, ttl: float, watchdog: bool, owner: Optional[str]) -> None:
+        self._client = client
+        self._name = name
+        self._ttl = ttl
+        self._watchdog = watchdog
+        self._owner = owner
+        self._leases: List[Any] = []
+        self._guard = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._name
+
+    @property
+    def fence(self) -> Optional[int]:
+        """The fencing token of the current hold, if this mutex holds the lock."""
+        with self._guard:
+            return self._leases[-1].fence if self._leases else None
+
+    def _push(self, lease: Any) -> bool:
+        with self._guard:
+            self._leases.append(lease)
+        return True
+
+    def _pop(self) -> Any:
+        """The most recent hold, taken off the stack. :class:`RuntimeError` if there is none, as threading says."""
+        with self._guard:
+            if not self._leases:
+                raise RuntimeError("release unlocked lock")
+            return self._leases.pop()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.Mutex {self._name!r}>"
 
 
 def lock_info(raw: Tuple[Optional[str], Optional[float], Optional[int]]) -> LockInfo:

@@ -8,7 +8,11 @@ MAX_NAME_BYTES: int
 class NativeError(Exception):
     """A fencelock error as ``(code, message)``, raised only before ``fencelock.errors`` registers its factory."""
 
-def set_error_factory(factory: Callable[[int, str], BaseException], /) -> None:
+def retryable(code: int, /) -> bool:
+    """Whether an error of kind ``code`` may succeed if retried (core's table)."""
+def set_error_factory(
+    factory: Callable[[int, str, Optional[str], Optional[str], bool], BaseException], /
+) -> None:
     """Registers the function that builds the exception for an error code and message."""
 
 def connect(url: Optional[str], connect_timeout: Optional[float], request_timeout: Optional[float]) -> Client:
@@ -83,6 +87,8 @@ class Lease:
         """Whether the lease is still ours by our own clock."""
     def is_lost(self) -> bool:
         """Whether the lost signal has fired."""
+    def lost_reason(self) -> Optional[str]:
+        """Core's reason for the loss; ``None`` while not lost."""
     def renew(self, ttl: Optional[float]) -> None:
         """Extends the lease."""
     def renew_async(self, ttl: Optional[float]) -> Awaitable[None]:
@@ -92,9 +98,9 @@ class Lease:
     def release_async(self) -> Awaitable[None]:
         """``release`` as an awaitable."""
     def wait_lost(self, timeout: Optional[float]) -> bool:
-        """Blocks until lost or ``timeout``; whether it was lost."""
-    def wait_lost_async(self) -> Awaitable[None]:
-        """Resolves when the lease is lost."""
+        """Blocks until lost, released or ``timeout``; whether it was lost."""
+    def wait_lost_async(self) -> Awaitable[bool]:
+        """Resolves once the lease is lost or released: whether it was lost."""
     def on_lost(self, callback: Callable[[], Any]) -> None:
         """Calls ``callback()`` once on a runtime thread when the lease is lost."""
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, Callable, List, Optional, Tuple, Type
+from typing import Any, Callable, Optional, Tuple, Type
 
 from . import _native
-from ._common import DEFAULT_TTL, Capability, ClientView, FenceView, LeaseView, LockInfo, lock_info
-from .errors import InvalidArgument, LockError, Timeout
+from ._common import DEFAULT_TTL, Capability, LockInfo
+from ._common import ClientView, FenceView, LeaseView, LostSignalView, MutexView, lock_info, wait_limit
+from .errors import LockError, Timeout
 
 __all__ = ["Client", "Fence", "Lease", "LostSignal", "Mutex", "connect", "task_owner"]
 
@@ -86,10 +87,6 @@ class Client(ClientView):
         """Deletes the record of ``name`` whoever holds it (an operator's tool); whether there was one."""
         return await self._native.force_release_async(name)
 
-    def local_entries(self) -> int:
-        """Lock names this client holds or queues for locally (0 when idle)."""
-        return self._native.local_entries()
-
     async def close(self) -> None:
         """Releases every lease this client holds and closes its connections."""
         await self._native.close_async()
@@ -105,44 +102,26 @@ class Client(ClientView):
     ) -> None:
         await self.close()
 
-    def __repr__(self) -> str:
-        return f"<fencelock.aio.Client {self.url}>"
 
+class LostSignal(LostSignalView):
+    """Set when a lease is lost, like an :class:`asyncio.Event` you can only read (``lease.lost``); ``reason`` says
+    why, in the core's words."""
 
-class LostSignal:
-    """Set when a lease is lost, like an :class:`asyncio.Event` you can only read (``lease.lost``)."""
-
-    __slots__ = ("_native",)
-
-    def __init__(self, native: _native.Lease) -> None:
-        self._native = native
-
-    def is_set(self) -> bool:
-        """Whether the lease has been lost."""
-        return self._native.is_lost()
+    __slots__ = ()
 
     async def wait(self, timeout: Optional[float] = None) -> bool:
-        """Waits until the lease is lost or ``timeout`` seconds pass; whether it was lost."""
+        """Waits until the lease is lost or released, or ``timeout`` seconds pass; whether it was lost."""
         try:
-            await asyncio.wait_for(self._native.wait_lost_async(), timeout)
+            return await asyncio.wait_for(self._native.wait_lost_async(), timeout)
         except asyncio.TimeoutError:
             return False
-        return True
-
-    def __repr__(self) -> str:
-        return f"<fencelock.aio.LostSignal {'set' if self.is_set() else 'unset'}>"
 
 
 class Lease(LeaseView):
     """A held lock (asyncio): ``async with await client.lock("x") as lease:`` releases it at the end."""
 
-    __slots__ = ("_released", "lost")
-
-    def __init__(self, native: _native.Lease) -> None:
-        self._native = native
-        self._released = False
-        self.lost = LostSignal(native)
-        """Set when the lease is lost (see :class:`LostSignal`)."""
+    __slots__ = ()
+    _lost_signal = LostSignal
 
     async def renew(self, ttl: Optional[float] = None) -> None:
         """Extends the lease to ``ttl`` seconds from now (its current TTL if ``None``)."""
@@ -194,66 +173,42 @@ class Fence(FenceView):
 
     async def write(self, token: int, value: bytes) -> None:
         """Stores ``value`` if ``token`` ≥ the highest token accepted so far; :class:`~fencelock.Fenced` if older."""
-        if token < 0:
-            raise InvalidArgument(f"fence {self.resource!r}: token must be ≥ 0, got {token}")
-        await self._native.write_async(token, bytes(value))
+        await self._native.write_async(self._checked(token), bytes(value))
 
     async def read(self) -> Tuple[int, bytes]:
         """``(token, value)``: the highest accepted token and its value; ``(0, b"")`` if never written."""
         return await self._native.read_async()
 
-    def __repr__(self) -> str:
-        return f"<fencelock.aio.Fence {self.resource!r}>"
 
-
-class Mutex:
+class Mutex(MutexView):
     """``async with client.mutex("x"):`` — takes the lock on entry and releases it on exit.
 
     Also ``await acquire(blocking=True, timeout=None)`` → bool, ``await release()``, ``await locked()``. Reentrant
     per owner (the current task by default).
     """
 
-    def __init__(self, client: Client, name: str, ttl: float, watchdog: bool, owner: Optional[str]) -> None:
-        self._client = client
-        self._name = name
-        self._ttl = ttl
-        self._watchdog = watchdog
-        self._owner = owner
-        self._leases: List[Lease] = []
-
-    @property
-    def name(self) -> str:
-        """The lock name."""
-        return self._name
-
     async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
-        """Takes the lock; whether it did. ``blocking=False``: one attempt; ``timeout`` seconds, ``None``: forever."""
+        """Takes the lock; whether it did. ``blocking=False``: one attempt. ``timeout`` seconds; ``None`` or ``-1``
+        (as in :class:`fencelock.Mutex`): wait without limit."""
+        limit = wait_limit(blocking, timeout)
         if not blocking:
             lease = await self._client.try_lock(self._name, self._ttl, self._watchdog, self._owner)
             if lease is None:
                 return False
         else:
             try:
-                lease = await self._client.lock(self._name, self._ttl, timeout, self._watchdog, self._owner)
+                lease = await self._client.lock(self._name, self._ttl, limit, self._watchdog, self._owner)
             except Timeout:
                 return False
-        self._leases.append(lease)
-        return True
+        return self._push(lease)
 
     async def release(self) -> None:
         """Releases the most recent hold. :class:`RuntimeError` if this mutex holds nothing."""
-        if not self._leases:
-            raise RuntimeError("release unlocked lock")
-        await self._leases.pop().release()
+        await self._pop().release()
 
     async def locked(self) -> bool:
         """Whether anyone holds the name, per the backend."""
         return (await self._client.inspect(self._name)).holder is not None
-
-    @property
-    def fence(self) -> Optional[int]:
-        """The fencing token of the current hold, if this mutex holds the lock."""
-        return self._leases[-1].fence if self._leases else None
 
     async def __aenter__(self) -> Mutex:
         await self.acquire()
@@ -266,6 +221,3 @@ class Mutex:
         tb: Optional[TracebackType],
     ) -> None:
         await self.release()
-
-    def __repr__(self) -> str:
-        return f"<fencelock.aio.Mutex {self._name!r}>"

@@ -1,14 +1,14 @@
 """Errors: one class per kind of DESIGN.md §5, all under :class:`LockError`.
 
-The native module raises with a kind code and a message; :data:`_CLASSES` below is the one table that maps codes to
-classes. Catch :class:`LockError` for every fencelock failure, or a subclass for one kind. Codes, not messages, are
+The native module raises with the core error's fields — kind code, message, lock, backend and whether a retry may
+help — and :data:`_CLASSES` below is the one table that maps codes to classes. Catch :class:`LockError` for every fencelock failure, or a subclass for one kind. Codes, not messages, are
 API: branch on the class or on ``err.kind``, never on the text.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import ClassVar, Dict, Type
+from typing import ClassVar, Dict, Optional, Type
 
 from . import _native
 
@@ -49,23 +49,36 @@ class ErrorKind(enum.Enum):
 
     @property
     def retryable(self) -> bool:
-        """Whether trying the same call again later may succeed."""
-        return self in (ErrorKind.TIMEOUT, ErrorKind.UNAVAILABLE)
+        """Whether trying the same call again later may succeed (core's table: TIMEOUT and UNAVAILABLE)."""
+        return _native.retryable(self.value)
 
 
 class LockError(Exception):
-    """Base class of every fencelock error; ``kind`` says which, ``retryable`` whether a retry may help."""
+    """Base class of every fencelock error; ``kind`` says which, ``retryable`` whether a retry may help, ``lock`` and
+    ``backend`` (its URL without secrets) where it happened, when known."""
 
     kind: ClassVar[ErrorKind] = ErrorKind.INTERNAL
 
-    def __init__(self, message: str) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        lock: Optional[str] = None,
+        backend: Optional[str] = None,
+        retryable: Optional[bool] = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
+        self.lock = lock
+        """The lock the error is about, if any."""
+        self.backend = backend
+        """The backend it came from (URL without secrets), if known."""
+        self._retryable = retryable
 
     @property
     def retryable(self) -> bool:
-        """Whether trying the same call again later may succeed."""
-        return self.kind.retryable
+        """Whether trying the same call again later may succeed, as core reported it."""
+        return self.kind.retryable if self._retryable is None else self._retryable
 
 
 class Timeout(LockError, TimeoutError):
@@ -135,13 +148,15 @@ _CLASSES: Dict[ErrorKind, Type[LockError]] = {
 }
 
 
-def _from_code(code: int, message: str) -> LockError:
-    """The exception for a native error: its class from the table, Internal for an unknown code."""
+def _from_code(
+    code: int, message: str, lock: Optional[str] = None, backend: Optional[str] = None, retryable: bool = False
+) -> LockError:
+    """The exception for a native error, from its fields: the class from the table, Internal for an unknown code."""
     try:
         kind = ErrorKind(code)
     except ValueError:
-        return Internal(f"unknown error code {code}: {message}")
-    return _CLASSES[kind](message)
+        return Internal(f"unknown error code {code}: {message}", lock=lock, backend=backend, retryable=retryable)
+    return _CLASSES[kind](message, lock=lock, backend=backend, retryable=retryable)
 
 
 _native.set_error_factory(_from_code)

@@ -180,8 +180,18 @@ def test_lost_on_the_event_loop(sqlite_url: str, name: str) -> None:
         assert await lease.lost.wait(5.0)
         await asyncio.wait_for(seen.wait(), 5.0)
         assert threads == [threading.get_ident()]  # called on the loop's thread
-        with pytest.raises(fencelock.LockLost):
+        assert lease.lost.reason
+        with pytest.raises(fencelock.LockLost) as info:
             await lease.renew()
+        assert info.value.lock == name
+        # A released lease's signal ends without a loss instead of hanging.
+        other = await a.lock(name + "-2")
+        await other.release()
+        assert await asyncio.wait_for(other.lost.wait(), 5.0) is False
+        # The mutex takes -1 as the sync one does: wait without limit.
+        m = a.mutex(name + "-3")
+        assert await m.acquire(timeout=-1)
+        await m.release()
 
     run(main())
 

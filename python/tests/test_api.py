@@ -235,8 +235,12 @@ def test_lost_signal_and_callback(sqlite_url: str, name: str) -> None:
     assert lease.lost.wait(5.0)
     assert lease.lost.is_set() and not lease.valid
     assert fired.wait(5.0) and called_on[0].startswith("fencelock-lost-")
-    with pytest.raises(fencelock.LockLost):
+    reason = lease.lost.reason
+    assert reason and not reason.startswith("lock "), reason  # core's own words, no prefix to strip
+    with pytest.raises(fencelock.LockLost) as info:
         lease.renew()
+    assert (info.value.lock, info.value.backend) == (name, a.url)
+    assert reason in str(info.value) and not info.value.retryable
     with pytest.raises(fencelock.LockLost):
         lease.release()
     late: List[bool] = []
@@ -252,8 +256,40 @@ def test_on_lost_not_called_after_release(client: fencelock.Client, name: str) -
     called: List[bool] = []
     lease.on_lost(lambda: called.append(True))
     lease.release()
+    assert lease.lost.wait() is False  # released: the signal ends without a loss, even with no timeout
+    assert lease.lost.reason is None
     time.sleep(0.5)
     assert called == [] and not lease.lost.is_set()
+
+
+def test_error_fields_are_data(sqlite_url: str, name: str) -> None:
+    a, b = fencelock.connect(sqlite_url), fencelock.connect(sqlite_url)
+    held = a.lock(name)
+    with pytest.raises(fencelock.Timeout) as info:
+        b.lock(name, timeout=0.05)
+    e = info.value
+    assert (e.lock, e.backend, e.retryable) == (name, b.url, True)
+    assert str(e).startswith(f"lock {name!r}".replace("'", '"') + f" on {b.url}: ")
+    held.release()
+    with pytest.raises(fencelock.Unavailable) as unreachable:
+        fencelock.connect("redis://127.0.0.1:1", connect_timeout=2.0)
+    assert unreachable.value.lock is None and unreachable.value.retryable
+    assert all(k.retryable == (k in (ErrorKind.TIMEOUT, ErrorKind.UNAVAILABLE)) for k in ErrorKind)
+
+
+def test_mutex_timeouts_mean_the_same_as_in_asyncio(sqlite_url: str, name: str) -> None:
+    a, b = fencelock.connect(sqlite_url), fencelock.connect(sqlite_url)
+    m = a.mutex(name)
+    for unlimited in (-1, None):  # -1 as in threading, None as in fencelock.aio: both wait without limit
+        assert m.acquire(timeout=unlimited)
+        m.release()
+        assert m.acquire(blocking=False, timeout=unlimited)
+        m.release()
+    held = b.lock(name)
+    assert m.acquire(timeout=0.05) is False
+    held.release()
+    with pytest.raises(ValueError):
+        m.acquire(timeout=-2)
 
 
 def test_capability_and_default_url(client: fencelock.Client) -> None:

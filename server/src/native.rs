@@ -91,7 +91,7 @@ impl Locks for NativeLocks {
         tokio::spawn(async move {
             tokio::select! {
                 biased;
-                _ = lost => {
+                fencelock::LeaseEnd::Lost(_) = lost => {
                     let event = LostEvent { lease_id: native.id, name: native.lease.name().to_string(), fence: native.lease.fence() };
                     let _ = tx.send(Ok(event)).await;
                 }

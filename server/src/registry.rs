@@ -333,7 +333,7 @@ impl Registry {
     ) {
         tokio::select! {
             _ = unheld => {}
-            _ = held.lost() => self.end_lost(&lease, &name).await,
+            fencelock::LeaseEnd::Lost(_) = held.lost() => self.end_lost(&lease, &name).await,
         }
     }
 
@@ -448,7 +448,7 @@ impl Registry {
     async fn reap_native(self: Arc<Self>, native: Arc<NativeLease>) {
         tokio::select! {
             _ = native.gone() => return,
-            _ = native.lease.lost() => {}
+            fencelock::LeaseEnd::Lost(_) = native.lease.lost() => {}
         }
         if self.tables().native.remove(&native.id).is_some() {
             tracing::info!(lease = native.id, lock = %native.lease.name(), "native lease lost: not renewed within its TTL");

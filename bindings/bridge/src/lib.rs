@@ -4,12 +4,16 @@
 //!   [`build_for_host`] hands it to a host that must own it (napi-rs), keeping only its handle;
 //! - [`block_on`] for blocking callers (C, JNI, sync Python) and [`spawn`] for async ones;
 //! - [`status_code`]: the one mapping from core errors to the numeric codes of DESIGN.md §5;
-//! - [`catch_panic`]: a panic becomes an `Internal` error instead of unwinding into a host language.
+//! - [`catch_panic`]: a panic becomes an `Internal` error instead of unwinding into a host language;
+//! - [`acquire`] (`lock` or `try_lock` by one flag) and [`block_interruptibly`], the blocking wait in [`SLICE`]s
+//!   that a host's interrupt ends (Python's signals, Java's `Thread.interrupt()`).
 
 mod panic;
 mod runtime;
 mod status;
+mod wait;
 
 pub use panic::catch_panic;
 pub use runtime::{block_on, build_for_host, handle, on_runtime_thread, spawn};
 pub use status::{STATUS_BUSY, status_code};
+pub use wait::{SLICE, acquire, block_interruptibly};

@@ -3,9 +3,7 @@
 //! `Thread.isInterrupted()` between them, so an interrupt still cancels a waiting acquire (dropping the cancel-safe
 //! core future). Virtual threads take the task path instead: blocking them in native code would pin their carrier.
 
-use std::time::Duration;
-
-use fencelock::{Client, Error, ErrorKind};
+use fencelock::Client;
 use jni::objects::{JClass, JString};
 use jni::sys::{jboolean, jlong};
 use jni::{Env, EnvUnowned, jni_sig, jni_str};
@@ -14,9 +12,6 @@ use crate::error::{Fail, shim};
 use crate::handle::{borrow, into_handle};
 use crate::lease::JLease;
 use crate::options::{lock_options, opt_string, string};
-
-/// How long a blocked call waits before it looks for an interrupt.
-const SLICE: Duration = Duration::from_millis(50);
 
 fn interrupted(env: &mut Env<'_>) -> Result<bool, Fail> {
     let thread = env
@@ -30,31 +25,25 @@ fn interrupted(env: &mut Env<'_>) -> Result<bool, Fail> {
     Ok(env.call_method(&thread, jni_str!("isInterrupted"), jni_sig!("()Z"), &[])?.z()?)
 }
 
-/// Runs `fut` on this thread; with `interruptible`, an interrupt drops it and fails with `Cancelled`.
+/// Runs `fut` on this thread (the bridge's sliced wait); with `interruptible`, an interrupt drops it and fails with
+/// `Cancelled`.
 fn wait<F: Future<Output = fencelock::Result<T>>, T>(
     env: &mut Env<'_>,
-    what: impl FnOnce() -> String,
     interruptible: bool,
     fut: F,
 ) -> Result<T, Fail> {
-    if fencelock_bridge::on_runtime_thread() {
-        return Err(Error::new(ErrorKind::Internal, "a blocking fencelock call was made from a runtime thread").into());
+    let mut failed = None;
+    let result = fencelock_bridge::block_interruptibly(fut, || {
+        interruptible
+            && interrupted(env).unwrap_or_else(|e| {
+                failed = Some(e);
+                true
+            })
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
-    let handle = fencelock_bridge::handle()?;
-    let mut fut = Box::pin(fut);
-    loop {
-        // The timer is made inside block_on: it needs the runtime context.
-        if let Ok(result) = handle.block_on(async { tokio::time::timeout(SLICE, &mut fut).await }) {
-            return Ok(result?);
-        }
-        if interruptible && interrupted(env)? {
-            // Dropped inside the runtime, so its cleanup (AbandonGuard) is spawned there.
-            handle.block_on(async move { drop(fut) });
-            return Err(
-                Error::new(ErrorKind::Cancelled, format!("{}: the waiting thread was interrupted", what())).into()
-            );
-        }
-    }
+    Ok(result?)
 }
 
 /// `lock`/`tryLock` on the calling thread: the lease handle, or 0 when `once` found the lock busy.
@@ -75,10 +64,11 @@ pub extern "system" fn Java_dev_fencelock_Native_lockBlocking<'l>(
         let client: Client = borrow::<Client>(h)?.clone();
         let name = string(env, &name, "the lock name")?;
         let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?);
-        let what = || format!("lock {name:?} on {}", client.url());
-        let lease = wait(env, what, interruptible, async {
-            if once { client.try_lock(&name, &opts).await } else { client.lock(&name, &opts).await.map(Some) }
-        })?;
+        let lease =
+            wait(env, interruptible, fencelock_bridge::acquire(&client, &name, &opts, once)).map_err(|f| match f {
+                Fail::Lock(e) => Fail::Lock(e.with_lock(&*name).with_backend(client.url())),
+                jni => jni,
+            })?;
         Ok(lease.map_or(0, |l| into_handle(JLease::new(l))))
     })
 }
@@ -92,6 +82,6 @@ pub extern "system" fn Java_dev_fencelock_Native_leaseReleaseBlocking<'l>(
 ) {
     shim(&mut env, |env| {
         let lease = borrow::<JLease>(h)?.lease();
-        wait(env, || "release".to_string(), false, async move { lease.release().await })
+        wait(env, false, async move { lease.release().await })
     })
 }

@@ -8,22 +8,48 @@ use std::ffi::CString;
 use std::ptr;
 
 use jni::objects::{Global, JObject};
-use jni::sys::{JNI_OK, JavaVMAttachArgs, jint};
+use jni::sys::{JNI_OK, JavaVMAttachArgs, jint, jlong};
 use jni::{Env, JValue, JavaVM, jni_sig, jni_str};
 
-/// What a successful operation hands back: two numbers, an optional string and optional bytes (their meaning is
-/// per operation; see `Completion.java`).
-#[derive(Debug, Default)]
-pub(crate) struct Value {
-    pub(crate) a: i64,
-    pub(crate) b: i64,
-    pub(crate) text: Option<String>,
-    pub(crate) data: Option<Vec<u8>>,
+/// What a successful operation hands back, one variant per kind of result. It crosses to Java as the four
+/// arguments of `Completion.done(long a, long b, String text, byte[] data)`; [`Value::wire`] is the one place that
+/// lays each variant out (and `Native.java` documents the same layout per method).
+#[derive(Debug)]
+pub(crate) enum Value {
+    /// Nothing to report (close, renew, release, a fenced write).
+    Unit,
+    /// `connect`: the new client's handle.
+    Client { handle: jlong },
+    /// `lock`/`tryLock`: the lease handle and its fencing token.
+    Lease { handle: jlong, fence: u64 },
+    /// `tryLock` found the lock taken.
+    Busy,
+    /// `inspect`: the last token handed out, the holder's remaining time and its id, each if known.
+    Info { last_token: Option<u64>, remaining_ms: Option<u64>, holder: Option<String> },
+    /// `forceRelease`: whether there was a record.
+    Existed(bool),
+    /// `fenceRead`: the highest accepted token and its value.
+    Fence { token: u64, value: Vec<u8> },
+    /// `onLost`: core's reason for the loss.
+    Lost { reason: String },
 }
 
+/// `Completion.done`'s arguments.
+type Wire = (i64, i64, Option<String>, Option<Vec<u8>>);
+
 impl Value {
-    pub(crate) fn num(a: i64) -> Self {
-        Value { a, ..Value::default() }
+    /// The layout Java reads: `(a, b, text, data)`; -1 stands for an unknown number.
+    fn wire(self) -> Wire {
+        let known = |n: Option<u64>| n.map_or(-1, |n| n as i64);
+        match self {
+            Value::Unit | Value::Busy => (0, 0, None, None),
+            Value::Client { handle } => (handle, 0, None, None),
+            Value::Lease { handle, fence } => (handle, fence as i64, None, None),
+            Value::Info { last_token, remaining_ms, holder } => (known(last_token), known(remaining_ms), holder, None),
+            Value::Existed(existed) => (existed as i64, 0, None, None),
+            Value::Fence { token, value } => (token as i64, 0, None, Some(value)),
+            Value::Lost { reason } => (0, 0, Some(reason), None),
+        }
     }
 }
 
@@ -50,18 +76,19 @@ impl Completion {
         Ok(Completion { target: Some(env.new_global_ref(obj)?) })
     }
 
-    /// Calls `done(a, b, text, data)` or `fail(code, message)`. Runs on a runtime thread.
+    /// Calls `done(a, b, text, data)` or `fail(code, message, lock, backend, retryable)`. Runs on a runtime thread.
     pub(crate) fn finish(mut self, result: fencelock::Result<Value>) {
         let (Ok(vm), Some(target)) = (JavaVM::singleton(), self.target.take()) else { return };
         attach_daemon(&vm);
         let outcome = vm.attach_current_thread(|env| -> jni::errors::Result<()> {
             let called = match result {
                 Ok(v) => {
-                    let text = match v.text {
+                    let (a, b, text, data) = v.wire();
+                    let text = match text {
                         Some(t) => env.new_string(t)?.into(),
                         None => JObject::null(),
                     };
-                    let data = match v.data {
+                    let data = match data {
                         Some(d) => env.byte_array_from_slice(&d)?.into(),
                         None => JObject::null(),
                     };
@@ -69,16 +96,16 @@ impl Completion {
                         &target,
                         jni_str!("done"),
                         jni_sig!("(JJLjava/lang/String;[B)V"),
-                        &[JValue::Long(v.a), JValue::Long(v.b), JValue::Object(&text), JValue::Object(&data)],
+                        &[JValue::Long(a), JValue::Long(b), JValue::Object(&text), JValue::Object(&data)],
                     )
                 }
                 Err(e) => {
-                    let message = env.new_string(e.message())?;
+                    let args = crate::error::ErrorArgs::new(env, &e)?;
                     env.call_method(
                         &target,
                         jni_str!("fail"),
-                        jni_sig!("(ILjava/lang/String;)V"),
-                        &[JValue::Int(e.kind().code() as i32), JValue::Object(&message)],
+                        jni_sig!("(ILjava/lang/String;Ljava/lang/String;Ljava/lang/String;Z)V"),
+                        &args.values(),
                     )
                 }
             };

@@ -34,7 +34,7 @@ pub extern "system" fn Java_dev_fencelock_Native_connect<'l>(
         let opts = client_options(connect_ms, request_ms);
         start(env, &completion, async move {
             let client = Client::connect_with(&url, &opts).await?;
-            Ok(Value::num(into_handle(client)))
+            Ok(Value::Client { handle: into_handle(client) })
         })
     })
 }
@@ -56,7 +56,7 @@ pub extern "system" fn Java_dev_fencelock_Native_clientClose<'l>(
         let client = borrow::<Client>(h)?.clone();
         start(env, &completion, async move {
             client.close().await;
-            Ok(Value::default())
+            Ok(Value::Unit)
         })
     })
 }
@@ -102,14 +102,9 @@ pub extern "system" fn Java_dev_fencelock_Native_lock<'l>(
         let name = string(env, &name, "the lock name")?;
         let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?);
         start(env, &completion, async move {
-            let lease =
-                if once { client.try_lock(&name, &opts).await? } else { Some(client.lock(&name, &opts).await?) };
-            Ok(match lease {
-                Some(lease) => {
-                    let fence = lease.fence() as i64;
-                    Value { a: into_handle(JLease::new(lease)), b: fence, ..Value::default() }
-                }
-                None => Value::default(),
+            Ok(match fencelock_bridge::acquire(&client, &name, &opts, once).await? {
+                Some(lease) => Value::Lease { fence: lease.fence(), handle: into_handle(JLease::new(lease)) },
+                None => Value::Busy,
             })
         })
     })
@@ -129,11 +124,10 @@ pub extern "system" fn Java_dev_fencelock_Native_inspect<'l>(
         let name = string(env, &name, "the lock name")?;
         start(env, &completion, async move {
             let info = client.inspect(&name).await?;
-            Ok(Value {
-                a: info.last_token.map_or(-1, |t| t as i64),
-                b: info.remaining.map_or(-1, |d| d.as_millis() as i64),
-                text: info.holder,
-                data: None,
+            Ok(Value::Info {
+                last_token: info.last_token,
+                remaining_ms: info.remaining.map(|d| d.as_millis() as u64),
+                holder: info.holder,
             })
         })
     })
@@ -151,6 +145,6 @@ pub extern "system" fn Java_dev_fencelock_Native_forceRelease<'l>(
     shim(&mut env, |env| {
         let client = borrow::<Client>(h)?.clone();
         let name = string(env, &name, "the lock name")?;
-        start(env, &completion, async move { Ok(Value::num(client.force_release(&name).await? as i64)) })
+        start(env, &completion, async move { Ok(Value::Existed(client.force_release(&name).await?)) })
     })
 }

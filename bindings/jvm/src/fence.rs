@@ -27,7 +27,7 @@ pub extern "system" fn Java_dev_fencelock_Native_fenceWrite<'l>(
         let value = if value.is_null() { Vec::new() } else { env.convert_byte_array(&value)? };
         start(env, &completion, async move {
             fence.write(token as u64, &value).await?;
-            Ok(Value::default())
+            Ok(Value::Unit)
         })
     })
 }
@@ -45,7 +45,7 @@ pub extern "system" fn Java_dev_fencelock_Native_fenceRead<'l>(
         let fence = borrow::<Client>(h)?.fence(&string(env, &resource, "the resource name")?);
         start(env, &completion, async move {
             let (token, value) = fence.read().await?;
-            Ok(Value { a: token as i64, data: Some(value), ..Value::default() })
+            Ok(Value::Fence { token, value })
         })
     })
 }

@@ -4,11 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencelock::Lease;
+use fencelock::{Lease, LeaseEnd};
 use jni::EnvUnowned;
 use jni::objects::{JClass, JObject};
 use jni::sys::{jboolean, jlong};
-use tokio::sync::watch;
 
 use crate::callback::{Completion, Value};
 use crate::error::shim;
@@ -19,23 +18,15 @@ use crate::task::start;
 #[derive(Debug)]
 pub(crate) struct JLease {
     lease: Arc<Lease>,
-    // Set when the handle is freed: `onLost` waiters stop then, as no loss can be reported any more.
-    done: watch::Sender<bool>,
 }
 
 impl JLease {
     pub(crate) fn new(lease: Lease) -> Self {
-        JLease { lease: Arc::new(lease), done: watch::Sender::new(false) }
+        JLease { lease: Arc::new(lease) }
     }
 
     pub(crate) fn lease(&self) -> Arc<Lease> {
         self.lease.clone()
-    }
-}
-
-impl Drop for JLease {
-    fn drop(&mut self) {
-        self.done.send_replace(true);
     }
 }
 
@@ -54,6 +45,8 @@ getter!(Java_dev_fencelock_Native_leaseIsValid, JLease, |l| -> jboolean { l.leas
 
 getter!(Java_dev_fencelock_Native_leaseIsLost, JLease, |l| -> jboolean { l.lease.is_lost() });
 
+getter!(Java_dev_fencelock_Native_leaseLostReason, JLease, |l| -> String l.lease.lost_reason().unwrap_or_default());
+
 /// Extends the lease to `ttl_ms` (its current TTL if negative); `done(0, …)`.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_dev_fencelock_Native_leaseRenew<'l>(
@@ -68,7 +61,7 @@ pub extern "system" fn Java_dev_fencelock_Native_leaseRenew<'l>(
         let ttl = (ttl_ms >= 0).then(|| Duration::from_millis(ttl_ms as u64));
         start(env, &completion, async move {
             lease.renew(ttl).await?;
-            Ok(Value::default())
+            Ok(Value::Unit)
         })
     })
 }
@@ -85,12 +78,13 @@ pub extern "system" fn Java_dev_fencelock_Native_leaseRelease<'l>(
         let lease = borrow::<JLease>(h)?.lease.clone();
         start(env, &completion, async move {
             lease.release().await?;
-            Ok(Value::default())
+            Ok(Value::Unit)
         })
     })
 }
 
-/// Calls `completion.done` once when the lease is lost; never if the handle is freed (released) first.
+/// Calls `completion.done(0, 0, reason, null)` once when the lease is lost; never if it is released or the handle
+/// freed first (core's lost signal ends then, and the completion is dropped).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_dev_fencelock_Native_leaseOnLost<'l>(
     mut env: EnvUnowned<'l>,
@@ -99,15 +93,11 @@ pub extern "system" fn Java_dev_fencelock_Native_leaseOnLost<'l>(
     completion: JObject<'l>,
 ) {
     shim(&mut env, |env| {
-        let jl = borrow::<JLease>(h)?;
-        let lost = jl.lease.lost();
-        let mut done = jl.done.subscribe();
+        let lost = borrow::<JLease>(h)?.lease.lost();
         let completion = Completion::new(env, &completion)?;
         fencelock_bridge::spawn(async move {
-            tokio::select! {
-                biased; // a loss that came before the release still counts
-                () = lost => completion.finish(Ok(Value::default())),
-                _ = done.wait_for(|d| *d) => {}
+            if let LeaseEnd::Lost(reason) = lost.await {
+                completion.finish(Ok(Value::Lost { reason }));
             }
         })?;
         Ok(())

@@ -1,30 +1,25 @@
 //! `Client` for JS: connect, lock (cancellable), tryLock, fence, inspect, forceRelease, close.
 
 use std::fmt;
-use std::sync::Arc;
 
 use fencelock::Client;
 use napi::bindgen_prelude::{BigInt, Env, PromiseRaw, Result};
 use napi_derive::napi;
-use tokio::sync::watch;
 
 use crate::cancel;
 use crate::error::joined;
 use crate::fence::NativeFence;
 use crate::lease::NativeLease;
-use crate::options::{LockOpts, lock_options};
+use crate::options::{ConnectOpts, LockOpts, client_options, lock_options};
 use crate::runtime::{spawn_promise, spawn_task};
 
-/// Connects to `url` (see the README for the schemes).
+/// Connects to `url` (see the README for the schemes); without one, to `FENCELOCK_URL`, else the SQLite file
+/// `fencelock.db` in the working directory.
 #[napi]
-pub fn connect(env: &Env, url: String) -> Result<PromiseRaw<'_, NativeClient>> {
-    spawn_promise(env, async move { Client::connect(&url).await.map(NativeClient::new) })
-}
-
-/// Connects to `FENCELOCK_URL`, else the SQLite file `fencelock.db` in the working directory.
-#[napi]
-pub fn connect_default(env: &Env) -> Result<PromiseRaw<'_, NativeClient>> {
-    spawn_promise(env, async move { Client::connect_default().await.map(NativeClient::new) })
+pub fn connect(env: &Env, url: Option<String>, opts: Option<ConnectOpts>) -> Result<PromiseRaw<'_, NativeClient>> {
+    let opts = client_options(opts)?;
+    let url = url.unwrap_or_else(fencelock::default_url);
+    spawn_promise(env, async move { Client::connect_with(&url, &opts).await.map(NativeClient::new) })
 }
 
 /// What the backend can do.
@@ -50,8 +45,6 @@ pub struct LockInfo {
 #[napi]
 pub struct NativeClient {
     client: Client,
-    // Set on close, so lost-signal watchers of this client's leases end.
-    closed: Arc<watch::Sender<bool>>,
 }
 
 impl fmt::Debug for NativeClient {
@@ -62,7 +55,7 @@ impl fmt::Debug for NativeClient {
 
 impl NativeClient {
     fn new(client: Client) -> Self {
-        NativeClient { client, closed: Arc::new(watch::Sender::new(false)) }
+        NativeClient { client }
     }
 }
 
@@ -95,14 +88,14 @@ impl NativeClient {
         opts: Option<LockOpts>,
         cancel_id: Option<u32>,
     ) -> Result<PromiseRaw<'env, NativeLease>> {
-        let (client, closed) = (self.client.clone(), self.closed.subscribe());
+        let client = self.client.clone();
         let opts = lock_options(opts)?;
         let task = spawn_task(async move { client.lock(&name, &opts).await })?;
         let registered = cancel::register(cancel_id, task.abort_handle());
         env.spawn_future(async move {
             let lease = joined(task.await, "lock")?;
             drop(registered);
-            Ok(NativeLease::new(lease, closed))
+            Ok(NativeLease::new(lease))
         })
     }
 
@@ -114,11 +107,9 @@ impl NativeClient {
         name: String,
         opts: Option<LockOpts>,
     ) -> Result<PromiseRaw<'env, Option<NativeLease>>> {
-        let (client, closed) = (self.client.clone(), self.closed.subscribe());
+        let client = self.client.clone();
         let opts = lock_options(opts)?;
-        spawn_promise(env, async move {
-            Ok(client.try_lock(&name, &opts).await?.map(|lease| NativeLease::new(lease, closed)))
-        })
+        spawn_promise(env, async move { Ok(client.try_lock(&name, &opts).await?.map(NativeLease::new)) })
     }
 
     /// The fenced register `resource`, stored in this client's backend.
@@ -157,10 +148,9 @@ impl NativeClient {
     /// Releases every lease, waits for background cleanups and closes the connections.
     #[napi]
     pub fn close<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-        let (client, closed) = (self.client.clone(), self.closed.clone());
+        let client = self.client.clone();
         spawn_promise(env, async move {
             client.close().await;
-            closed.send_replace(true);
             Ok(())
         })
     }

@@ -1,12 +1,44 @@
-//! Core errors → napi errors whose reason is `"<KIND>: <message>"` (e.g. `"LOCK_LOST: lock \"a\" on redis://…: …"`).
-//! node/errors.js parses the prefix into `LockError.code`; the kinds are core's `ErrorKind::as_str` spellings.
+//! Core errors → napi errors. napi-rs cannot carry a custom code out of an async call, so the reason is the error's
+//! structured fields as one JSON object (`{"code","message","lock","backend","retryable"}`); node/errors.js builds
+//! `LockError` from those fields in one place. The codes are core's `ErrorKind::as_str` spellings.
 
 use fencelock::{Error, ErrorKind};
+use napi_derive::napi;
 use tokio::task::JoinError;
 
-/// The napi error carrying `err`'s kind in its reason.
+/// A core error as JS receives it: the same fields `LockError` has.
+#[napi(object)]
+#[derive(Debug, serde::Serialize)]
+pub struct ErrorFields {
+    /// `TIMEOUT`, `LOCK_LOST`, … (DESIGN.md §5).
+    pub code: String,
+    /// The message, naming the lock and backend when known.
+    pub message: String,
+    pub lock: Option<String>,
+    /// The backend URL without secrets.
+    pub backend: Option<String>,
+    pub retryable: bool,
+}
+
+impl From<&Error> for ErrorFields {
+    fn from(e: &Error) -> Self {
+        ErrorFields {
+            code: e.kind().as_str().to_string(),
+            message: e.detail(),
+            lock: e.lock().map(str::to_string),
+            backend: e.backend().map(str::to_string),
+            retryable: e.retryable(),
+        }
+    }
+}
+
+/// The napi error carrying `err`'s fields as its JSON reason.
 pub(crate) fn to_napi(err: Error) -> napi::Error {
-    napi::Error::from_reason(format!("{}: {}", err.kind().as_str(), err.message()))
+    let fields = ErrorFields::from(&err);
+    match serde_json::to_string(&fields) {
+        Ok(json) => napi::Error::from_reason(json),
+        Err(_) => napi::Error::from_reason(fields.message),
+    }
 }
 
 /// An `InvalidArgument` napi error.

@@ -3,12 +3,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use fencelock::Lease;
+use fencelock::{Lease, LeaseEnd};
 use napi::bindgen_prelude::{BigInt, Env, Function, PromiseRaw, Result};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
-use tokio::sync::watch;
 
+use crate::error::ErrorFields;
 use crate::options::millis;
 use crate::runtime::spawn_promise;
 
@@ -16,9 +16,6 @@ use crate::runtime::spawn_promise;
 #[napi]
 pub struct NativeLease {
     lease: Arc<Lease>,
-    // Set once released; dropped with this object. Either ends the lost watcher, so it never outlives the lease.
-    done: watch::Sender<bool>,
-    client_closed: watch::Receiver<bool>,
 }
 
 impl fmt::Debug for NativeLease {
@@ -28,8 +25,8 @@ impl fmt::Debug for NativeLease {
 }
 
 impl NativeLease {
-    pub(crate) fn new(lease: Lease, client_closed: watch::Receiver<bool>) -> Self {
-        NativeLease { lease: Arc::new(lease), done: watch::Sender::new(false), client_closed }
+    pub(crate) fn new(lease: Lease) -> Self {
+        NativeLease { lease: Arc::new(lease) }
     }
 }
 
@@ -79,35 +76,25 @@ impl NativeLease {
 
     #[napi]
     pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, ()>> {
-        let (lease, done) = (self.lease.clone(), self.done.clone());
-        spawn_promise(env, async move {
-            let result = lease.release().await;
-            done.send_replace(true);
-            result
-        })
+        let lease = self.lease.clone();
+        spawn_promise(env, async move { lease.release().await })
     }
 
-    /// Calls `callback(reason)` once if the lease is lost. The callback is an unref'd threadsafe function, so a
-    /// process with nothing else to do may exit while a lease is held (the watchdog does not keep Node alive); it is
-    /// dropped when the lease is released, dropped, or its client closed.
+    /// Calls `callback(error)` once if the lease is lost, with core's `LOCK_LOST` error as fields (at once if it is
+    /// already lost). The callback is an unref'd threadsafe function, so a process with nothing else to do may exit
+    /// while a lease is held (the watchdog does not keep Node alive); it is dropped when the lease ends otherwise
+    /// (released, dropped, or its client closed).
     #[napi]
-    pub fn on_lost(&self, callback: Function<String, ()>) -> Result<()> {
+    pub fn on_lost(&self, callback: Function<ErrorFields, ()>) -> Result<()> {
         let tsfn = callback.build_threadsafe_function().weak::<true>().callee_handled::<false>().build()?;
-        let lost = self.lease.lost();
-        let mut done = self.done.subscribe();
-        let mut closed = self.client_closed.clone();
-        let reason = format!(
-            "LOCK_LOST: lock {:?}: the lease was lost (expired, taken or not renewed in time)",
-            self.lease.name()
-        );
+        let (lost, lease) = (self.lease.lost(), Arc::downgrade(&self.lease));
         fencelock_bridge::spawn(async move {
-            tokio::select! {
-                biased;
-                () = lost => {
-                    tsfn.call(reason, ThreadsafeFunctionCallMode::NonBlocking);
-                }
-                _ = done.wait_for(|d| *d) => {}
-                _ = closed.wait_for(|c| *c) => {}
+            if let LeaseEnd::Lost(reason) = lost.await {
+                let error = match lease.upgrade().and_then(|l| l.lost_error()) {
+                    Some(e) => e,
+                    None => fencelock::Error::new(fencelock::ErrorKind::LockLost, reason),
+                };
+                tsfn.call(ErrorFields::from(&error), ThreadsafeFunctionCallMode::NonBlocking);
             }
         })
         .map_err(crate::error::to_napi)?;

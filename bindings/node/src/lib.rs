@@ -14,7 +14,8 @@ mod options;
 mod runtime;
 
 pub use cancel::cancel;
-pub use client::{Capability, LockInfo, NativeClient, connect, connect_default};
+pub use client::{Capability, LockInfo, NativeClient, connect};
+pub use error::ErrorFields;
 pub use fence::{FenceValue, NativeFence};
 pub use lease::NativeLease;
-pub use options::LockOpts;
+pub use options::{ConnectOpts, LockOpts};

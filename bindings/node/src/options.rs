@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fencelock::LockOptions;
+use fencelock::{ClientOptions, LockOptions};
 use napi_derive::napi;
 
 use crate::error::invalid;
@@ -17,6 +17,26 @@ pub struct LockOpts {
     pub timeout_ms: Option<f64>,
     pub watchdog: Option<bool>,
     pub owner: Option<String>,
+}
+
+/// Client options as JS passes them; absent values keep core's defaults (5 s each).
+#[napi(object)]
+#[derive(Debug, Default)]
+pub struct ConnectOpts {
+    pub connect_timeout_ms: Option<f64>,
+    pub request_timeout_ms: Option<f64>,
+}
+
+pub(crate) fn client_options(o: Option<ConnectOpts>) -> napi::Result<ClientOptions> {
+    let o = o.unwrap_or_default();
+    let mut opts = ClientOptions::default();
+    if let Some(t) = o.connect_timeout_ms {
+        opts = opts.connect_timeout(millis("connectTimeoutMs", t)?);
+    }
+    if let Some(t) = o.request_timeout_ms {
+        opts = opts.request_timeout(millis("requestTimeoutMs", t)?);
+    }
+    Ok(opts)
 }
 
 /// A non-negative, finite number of milliseconds (fractions are kept to the microsecond).

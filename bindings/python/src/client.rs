@@ -73,9 +73,7 @@ async fn acquire(
     opts: Result<fencelock::LockOptions>,
     once: bool,
 ) -> Result<Option<PyLease>> {
-    let opts = opts?;
-    let lease = if once { client.try_lock(&name, &opts).await? } else { Some(client.lock(&name, &opts).await?) };
-    Ok(lease.map(PyLease::new))
+    Ok(fencelock_bridge::acquire(&client, &name, &opts?, once).await?.map(PyLease::new))
 }
 
 #[pymethods]

@@ -1,5 +1,6 @@
 //! Core errors → Python exceptions. The class for each code lives in ONE table in `fencelock/errors.py`, which
-//! registers a factory here at import; this side only passes the code (DESIGN.md §5) and the message.
+//! registers a factory here at import; this side passes the core error's fields: the code (DESIGN.md §5), the
+//! message (naming the lock and backend), the lock, the backend and whether a retry may help.
 
 use std::sync::OnceLock;
 
@@ -17,8 +18,8 @@ create_exception!(
 
 static FACTORY: OnceLock<Py<PyAny>> = OnceLock::new();
 
-/// Registers `factory(code: int, message: str) -> BaseException`, which builds the exception raised for an error.
-/// The first registration wins.
+/// Registers `factory(code: int, message: str, lock: str | None, backend: str | None, retryable: bool)
+/// -> BaseException`, which builds the exception raised for an error. The first registration wins.
 #[pyfunction]
 pub(crate) fn set_error_factory(factory: Py<PyAny>) {
     let _ = FACTORY.set(factory);
@@ -26,14 +27,20 @@ pub(crate) fn set_error_factory(factory: Py<PyAny>) {
 
 /// The Python exception for a core error, built by the registered factory.
 pub(crate) fn to_py(py: Python<'_>, err: Error) -> PyErr {
-    let (code, message) = (err.kind().code(), err.message().to_string());
+    let (code, message) = (err.kind().code(), err.detail());
     match FACTORY.get() {
-        Some(factory) => match factory.call1(py, (code, message)) {
+        Some(factory) => match factory.call1(py, (code, message, err.lock(), err.backend(), err.retryable())) {
             Ok(exc) => PyErr::from_value(exc.into_bound(py)),
             Err(e) => e,
         },
         None => NativeError::new_err((code, message)),
     }
+}
+
+/// Whether an error of kind `code` may succeed if retried (core's table; unknown codes: no).
+#[pyfunction]
+pub(crate) fn retryable(code: u32) -> bool {
+    ErrorKind::ALL.into_iter().find(|k| k.code() == code).is_some_and(ErrorKind::retryable)
 }
 
 /// An `InvalidArgument` error, for values the core never sees (negative durations, non-finite floats).

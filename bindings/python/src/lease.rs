@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use fencelock::Lease;
+use fencelock::{Lease, LeaseEnd};
 use pyo3::prelude::*;
-use tokio::sync::watch;
 
 use crate::error::to_py;
 use crate::fork::ForkLocal;
@@ -16,8 +15,6 @@ use crate::runtime::{awaitable, wait};
 #[pyclass(frozen, name = "Lease", module = "fencelock._native")]
 pub(crate) struct PyLease {
     lease: ForkLocal<Arc<Lease>>,
-    // Set when this lease is released or collected: `on_lost` tasks stop waiting then, as no loss can follow.
-    done: watch::Sender<bool>,
     // Readable whatever happens to the lease (after release, in a forked child).
     name: String,
     fence: u64,
@@ -31,18 +28,11 @@ impl PyLease {
             fence: lease.fence(),
             holder: lease.holder().to_string(),
             lease: ForkLocal::new(Arc::new(lease)),
-            done: watch::Sender::new(false),
         }
     }
 
     fn get(&self, py: Python<'_>) -> PyResult<Arc<Lease>> {
         self.lease.get().cloned().map_err(|e| to_py(py, e))
-    }
-}
-
-impl Drop for PyLease {
-    fn drop(&mut self) {
-        self.done.send_replace(true);
     }
 }
 
@@ -81,6 +71,11 @@ impl PyLease {
         Ok(self.get(py)?.is_lost())
     }
 
+    /// Why the lease was lost, as core reports it; `None` while it is not.
+    fn lost_reason(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self.get(py)?.lost_reason())
+    }
+
     /// Extends the lease to `ttl` seconds from now (its current TTL if `None`).
     fn renew(&self, py: Python<'_>, ttl: Option<f64>) -> PyResult<()> {
         let lease = self.get(py)?;
@@ -96,67 +91,50 @@ impl PyLease {
     /// Releases this hold.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let lease = self.get(py)?;
-        let result = wait(py, async move { lease.release().await });
-        self.done.send_replace(true);
-        result
+        wait(py, async move { lease.release().await })
     }
 
     /// `release` as an awaitable.
     fn release_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let lease = self.get(py)?;
-        let done = self.done.clone();
-        awaitable(py, async move {
-            let result = lease.release().await;
-            done.send_replace(true);
-            result
-        })
+        awaitable(py, async move { lease.release().await })
     }
 
-    /// Blocks until the lease is lost or `timeout` seconds pass (`None`: no limit); whether it was lost.
+    /// Blocks until the lease is lost or released, or `timeout` seconds pass (`None`: no limit); whether it was lost.
     fn wait_lost(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
         let lease = self.get(py)?;
         let timeout = timeout.map(|t| seconds("timeout", t)).transpose().map_err(|e| to_py(py, e))?;
         let lost = lease.lost();
         wait(py, async move {
             Ok(match timeout {
-                Some(t) => tokio::time::timeout(t, lost).await.is_ok(),
-                None => {
-                    lost.await;
-                    true
-                }
-            })
+                Some(t) => tokio::time::timeout(t, lost).await,
+                None => Ok(lost.await),
+            }
+            .is_ok_and(|end| matches!(end, LeaseEnd::Lost(_))))
         })
     }
 
-    /// Resolves when the lease is lost (never, if it is released first).
+    /// Resolves to whether the lease was lost, once it is lost or released.
     fn wait_lost_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let lost = self.get(py)?.lost();
-        awaitable(py, async move {
-            lost.await;
-            Ok(())
-        })
+        awaitable(py, async move { Ok(matches!(lost.await, LeaseEnd::Lost(_))) })
     }
 
     /// Calls `callback()` once, on a runtime thread with the GIL, when the lease is lost; never if it is released
     /// first. The Python layer hands it on to a thread or event loop of its own.
     fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) -> PyResult<()> {
         let lost = self.get(py)?.lost();
-        let mut done = self.done.subscribe();
         fencelock_bridge::spawn(async move {
-            tokio::select! {
-                biased; // a loss that came before the release still counts
-                () = lost => {
-                    // The GIL may be busy: wait for it on a blocking-pool thread, not a worker.
-                    let _ = crate::runtime::spawn_python(move || {
-                        Python::attach(|py| {
-                            if let Err(e) = callback.call0(py) {
-                                e.write_unraisable(py, Some(callback.bind(py)));
-                            }
-                        })
+            if let LeaseEnd::Lost(_) = lost.await {
+                // The GIL may be busy: wait for it on a blocking-pool thread, not a worker.
+                let _ = crate::runtime::spawn_python(move || {
+                    Python::attach(|py| {
+                        if let Err(e) = callback.call0(py) {
+                            e.write_unraisable(py, Some(callback.bind(py)));
+                        }
                     })
-                    .await;
-                }
-                () = async { drop(done.wait_for(|d| *d).await) } => {}
+                })
+                .await;
             }
         })
         .map_err(|e| to_py(py, e))?;

@@ -20,6 +20,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<error::NativeError>())?;
     m.add_function(wrap_pyfunction!(error::set_error_factory, m)?)?;
+    m.add_function(wrap_pyfunction!(error::retryable, m)?)?;
     m.add_function(wrap_pyfunction!(client::connect, m)?)?;
     m.add_function(wrap_pyfunction!(client::connect_async, m)?)?;
     m.add_function(wrap_pyfunction!(client::default_url, m)?)?;

@@ -1,28 +1,23 @@
 //! Waiting for core futures from Python, on the bridge's one runtime (no runtime of our own: the bridge's is
 //! rebuilt after `fork()`, TOOLCHAIN.md gotchas 4, 6 and 7).
 //!
-//! - [`wait`]: blocking calls. The future runs as a task; the caller waits in short slices with the GIL released and
-//!   checks for signals between them, so Ctrl-C interrupts a `lock()` promptly. On an exception the task is aborted;
-//!   core futures are cancel-safe, so an interrupted acquire leaves no lock behind.
+//! - [`wait`]: blocking calls, through the bridge's sliced wait: the future runs on the calling thread with the GIL
+//!   released, and signal handlers run between slices, so Ctrl-C interrupts a `lock()` promptly. On an exception the
+//!   future is dropped; core futures are cancel-safe, so an interrupted acquire leaves no lock behind.
 //! - [`awaitable`]: asyncio. pyo3-async-runtimes' generic adapter over [`BridgeRuntime`]; cancelling the asyncio future
 //!   drops the Rust future, with the same cancel safety.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use fencelock::{Error, ErrorKind};
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::TaskLocals;
 use pyo3_async_runtimes::generic::{self, ContextExt, JoinError, Runtime};
 
 use crate::error::to_py;
-
-/// How long a blocking call waits without checking for signals.
-const SLICE: Duration = Duration::from_millis(50);
 
 /// Runtime threads inside (or about to enter) Python right now: asyncio completions and lost callbacks.
 static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
@@ -56,40 +51,23 @@ pub(crate) fn quiesce(py: Python<'_>) {
     });
 }
 
-fn lost_task() -> Error {
-    Error::new(ErrorKind::Internal, "a fencelock task ended without a result (a panic: a bug)")
-}
-
-/// Aborts the task when the caller stops waiting for it.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Runs `fut` on the shared runtime and blocks until it ends, without the GIL, checking for signals every 50 ms.
+/// Runs `fut` to its end without the GIL, running signal handlers every [`fencelock_bridge::SLICE`]; the exception
+/// a handler raises (KeyboardInterrupt) ends the wait and drops the future.
 pub(crate) fn wait<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
 where
     F: Future<Output = fencelock::Result<T>> + Send + 'static,
     T: Send + 'static,
 {
-    let (tx, mut rx) = mpsc::sync_channel(1);
-    let task = fencelock_bridge::spawn(async move {
-        let _ = tx.send(fut.await);
-    })
-    .map_err(|e| to_py(py, e))?;
-    // On an early return (a signal handler raised), dropping this aborts the task; a result it already sent is
-    // dropped with the channel, and a dropped Lease releases itself in the background.
-    let _task = AbortOnDrop(task);
-    loop {
-        let rx = &mut rx;
-        match py.detach(move || rx.recv_timeout(SLICE)) {
-            Ok(result) => return result.map_err(|e| to_py(py, e)),
-            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(to_py(py, lost_task())),
-        }
+    let mut raised = None;
+    let result = py.detach(|| {
+        fencelock_bridge::block_interruptibly(fut, || {
+            raised = Python::attach(|py| py.check_signals()).err();
+            raised.is_some()
+        })
+    });
+    match raised {
+        Some(e) => Err(e),
+        None => result.map_err(|e| to_py(py, e)),
     }
 }
 

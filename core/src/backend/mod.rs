@@ -284,16 +284,17 @@ pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
 pub(crate) fn fenced(resource: &str, backend: &str, token: u64, highest: u64) -> Error {
     Error::new(
         ErrorKind::Fenced,
-        format!("fence {resource:?} on {backend}: token {token} is older than the accepted token {highest}"),
+        format!("fence {resource:?}: token {token} is older than the accepted token {highest}"),
     )
+    .with_backend(backend)
 }
 
 /// The `NotHeld` error every backend reports.
 pub(crate) fn not_held(grant: &Grant, backend: &str) -> Error {
-    Error::new(ErrorKind::NotHeld, format!("lock {:?} on {backend}: not held by {}", grant.name, grant.holder))
+    Error::new(ErrorKind::NotHeld, format!("not held by {}", grant.holder)).at(&grant.name, backend)
 }
 
 /// The `LockLost` error every backend's renew reports.
 pub(crate) fn lock_lost(grant: &Grant, backend: &str) -> Error {
-    Error::new(ErrorKind::LockLost, format!("lock {:?} on {backend}: the record expired or was taken", grant.name))
+    Error::new(ErrorKind::LockLost, "the record expired or was taken").at(&grant.name, backend)
 }

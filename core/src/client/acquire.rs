@@ -44,13 +44,14 @@ impl<'a> Call<'a> {
         Call { inner, name, opts, once, deadline }
     }
 
-    fn what(&self) -> String {
-        format!("lock {:?} on {}", self.name, self.inner.backend.describe())
+    /// `e` as an error of this lock on this backend.
+    fn at(&self, e: Error) -> Error {
+        e.at(self.name, self.inner.backend.describe())
     }
 
     fn timed_out(&self) -> Error {
         let waited = self.opts.timeout.unwrap_or_default();
-        Error::new(ErrorKind::Timeout, format!("{}: still held by another after {waited:?}", self.what()))
+        self.at(Error::new(ErrorKind::Timeout, format!("still held by another after {waited:?}")))
     }
 
     /// The local queue: at most one contender per name per client reaches the backend. `None` for a `try_lock` that
@@ -108,7 +109,7 @@ impl<'a> Call<'a> {
     pub(super) async fn attempt(&self, pending: &mut dyn Pending, place: &SharedPlace) -> Result<Turn> {
         self.inner.check_open()?;
         let sent = Instant::now();
-        Ok(match pending.try_acquire().await.map_err(|e| e.context(self.what()))? {
+        Ok(match pending.try_acquire().await.map_err(|e| self.at(e))? {
             Attempt::Acquired(grant) => Turn::Held(self.hold(grant, sent, place)),
             Attempt::Busy(busy) => Turn::Busy(busy),
         })
@@ -119,6 +120,6 @@ impl<'a> Call<'a> {
         if self.deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(self.timed_out());
         }
-        pending.wait(busy, self.deadline).await.map_err(|e| e.context(self.what()))
+        pending.wait(busy, self.deadline).await.map_err(|e| self.at(e))
     }
 }

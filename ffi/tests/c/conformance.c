@@ -1,7 +1,10 @@
 /* The conformance basics through the C ABI, on the backend URL given as argv[1]:
  * exclusion, try_lock BUSY, timeout, release then reacquire with a larger token, reentrancy, renew, fenced
  * write/read and FENCED, the lost callback, bad inputs naming the problem. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -127,6 +130,14 @@ static void lost_callback(const char *url) {
     CHECK_STATUS(fencelock_lease_is_valid(l, &valid), FENCELOCK_OK);
     CHECK(!valid);
     CHECK_STATUS(fencelock_lease_renew(l, 0), FENCELOCK_LOCK_LOST);
+    /* Core's reason, whole or truncated on a boundary, and the same reason in the LOCK_LOST error. */
+    char reason[256] = "", tiny[4] = "xyz";
+    size_t len = 0;
+    CHECK_STATUS(fencelock_lease_lost_reason(l, reason, sizeof reason, &len), FENCELOCK_OK);
+    CHECK(len > 0 && strlen(reason) == len);
+    CHECK_ERROR_MENTIONS(reason);
+    CHECK_STATUS(fencelock_lease_lost_reason(l, tiny, sizeof tiny, &len), FENCELOCK_OK);
+    CHECK(strlen(tiny) <= 3 && strncmp(tiny, reason, strlen(tiny)) == 0);
     /* Lost while held: the release says so (the refused release in the callback did not count). */
     CHECK_STATUS(fencelock_lease_release(l), FENCELOCK_LOCK_LOST);
     fencelock_lease_free(l);
@@ -205,6 +216,27 @@ static void unreachable(void) {
     fencelock_client_free(c);
 }
 
+static void connect_timeout(void) {
+    /* A listener that never answers: the kernel completes the TCP handshake, the etcd handshake never comes. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof addr;
+    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(fd, 8) == 0);
+    CHECK(getsockname(fd, (struct sockaddr *)&addr, &alen) == 0);
+    char url[64];
+    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", ntohs(addr.sin_port));
+    fencelock_client_options o = fencelock_client_options_default();
+    CHECK(o.connect_timeout_ms == 5000 && o.request_timeout_ms == 5000);
+    o.connect_timeout_ms = 300;
+    fencelock_client *c = NULL;
+    long long t0 = now_ms();
+    CHECK_STATUS(fencelock_client_connect_with(url, &o, &c), FENCELOCK_UNAVAILABLE);
+    CHECK(c == NULL);
+    CHECK_ERROR_MENTIONS("fencelock_client_connect_with");
+    CHECK(now_ms() - t0 < 2500); /* the default would wait 5 s */
+    close(fd);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s URL\n", argv[0]);
@@ -214,6 +246,7 @@ int main(int argc, char **argv) {
     lost_callback(argv[1]);
     bad_inputs(argv[1]);
     unreachable();
+    connect_timeout();
     char suite[256];
     snprintf(suite, sizeof suite, "conformance %s", argv[1]);
     return report(suite);

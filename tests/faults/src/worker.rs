@@ -136,8 +136,9 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
         {
             let (out, lost, session) = (out.clone(), lease.lost(), session.clone());
             tokio::spawn(async move {
-                lost.await;
-                out.emit("lost", "lost", Some(&session), Some(token), Some("LOCK_LOST"));
+                if let fencelock::LeaseEnd::Lost(_) = lost.await {
+                    out.emit("lost", "lost", Some(&session), Some(token), Some("LOCK_LOST"));
+                }
             });
         }
         critical_section(&client, &lease, &opts, &args, &mut referee, &out, &session, &mut rng).await?;

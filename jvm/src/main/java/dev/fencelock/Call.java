@@ -59,8 +59,8 @@ final class Call<T> extends Completion {
     }
 
     @Override
-    void fail(int code, String message) {
-        future.completeExceptionally(new LockException(code, message));
+    void fail(int code, String message, String lock, String backend, boolean retryable) {
+        future.completeExceptionally(new LockException(code, message, lock, backend, retryable));
     }
 
     /**
@@ -122,7 +122,7 @@ final class Call<T> extends Completion {
     /** A failure from another thread, rethrown with this thread's stack (the original as its cause). */
     private static RuntimeException rethrow(Throwable cause) {
         if (cause instanceof LockException le) {
-            return new LockException(le.kind(), le.detail(), le);
+            return le.rethrown(le);
         }
         if (cause instanceof RuntimeException re) {
             return re;

@@ -8,5 +8,6 @@ package dev.fencelock;
 abstract class Completion {
     abstract void done(long a, long b, String text, byte[] data);
 
-    abstract void fail(int code, String message);
+    /** The core error's fields: its code, message (naming lock and backend), lock, backend, retryable. */
+    abstract void fail(int code, String message, String lock, String backend, boolean retryable);
 }

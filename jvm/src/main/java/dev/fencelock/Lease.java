@@ -154,8 +154,9 @@ public final class Lease implements AutoCloseable {
                                 }
 
                                 @Override
-                                void fail(int code, String message) {
-                                    signal.completeExceptionally(new LockException(code, message));
+                                void fail(int code, String message, String lock, String backend, boolean retryable) {
+                                    signal.completeExceptionally(
+                                            new LockException(code, message, lock, backend, retryable));
                                 }
                             });
                             return null;
@@ -167,6 +168,12 @@ public final class Lease implements AutoCloseable {
             }
             return lost.copy();
         }
+    }
+
+    /** Why the lease was lost, as core reports it; empty while it is not lost (or once its handle is gone). */
+    public java.util.Optional<String> lostReason() {
+        String reason = ifHeld(Native::leaseLostReason, "");
+        return reason.isEmpty() ? java.util.Optional.empty() : java.util.Optional.of(reason);
     }
 
     /** Releases a lease nobody will see (its caller gave up), without blocking. */

@@ -26,7 +26,10 @@ final class Native {
 
     static native long clientLocalEntries(long client);
 
-    /** {@code done(lease handle or 0 if busy, fence)}. */
+    /**
+     * {@code done(lease handle or 0 if busy, fence)}. Every {@code done} layout is {@code Value::wire} in
+     * bindings/jvm/src/callback.rs.
+     */
     static native long lock(long client, String name, long ttlMs, long timeoutMs, boolean watchdog, String owner,
             boolean once, Completion c);
 
@@ -59,14 +62,20 @@ final class Native {
 
     static native boolean leaseIsLost(long lease);
 
+    /** Core's reason for the loss; empty while not lost. */
+    static native String leaseLostReason(long lease);
+
     static native long leaseRenew(long lease, long ttlMs, Completion c);
 
     static native long leaseRelease(long lease, Completion c);
 
     static native void leaseReleaseBlocking(long lease);
 
-    /** Calls {@code c.done} once if the lease is lost; never if it is freed first. */
+    /** Calls {@code c.done(0, 0, reason, null)} once if the lease is lost; never if it is released or freed first. */
     static native void leaseOnLost(long lease, Completion c);
+
+    /** Core's answer to whether errors of kind {@code code} may succeed if retried. */
+    static native boolean kindRetryable(int code);
 
     static native void taskCancel(long task);
 

@@ -281,6 +281,12 @@ class ApiTest {
             try (Lease theirs = thief.lock(name, SHORT.withTimeout(Duration.ofSeconds(3)))) {
                 lost.get(3, TimeUnit.SECONDS);
                 assertTrue(victim.isLost());
+                // Core's reason, and a LOCK_LOST error that names the lock and backend as fields.
+                assertTrue(victim.lostReason().isPresent(), "a lost lease has core's reason");
+                LockException renewed = assertThrows(LockException.class, victim::renew);
+                assertEquals(java.util.Optional.of(name), renewed.lock());
+                assertEquals(java.util.Optional.of(client.url()), renewed.backend());
+                assertTrue(renewed.getMessage().contains(victim.lostReason().get()), renewed.getMessage());
                 assertEquals(ErrorKind.LOCK_LOST, assertThrows(LockException.class, victim::renew).kind());
                 assertEquals(ErrorKind.LOCK_LOST, assertThrows(LockException.class, victim::release).kind());
                 assertTrue(theirs.isValid());
@@ -370,6 +376,7 @@ class ApiTest {
         LockException e = assertThrows(LockException.class, () -> FencelockClient.connect("redis://127.0.0.1:1"));
         assertEquals(ErrorKind.UNAVAILABLE, e.kind());
         assertTrue(e.retryable());
+        assertTrue(e.lock().isEmpty());
     }
 
     @Test
@@ -381,6 +388,8 @@ class ApiTest {
             assertEquals(i + 1, k.code());
             assertEquals(k, ErrorKind.fromCode(i + 1));
             assertEquals(k == ErrorKind.TIMEOUT || k == ErrorKind.UNAVAILABLE, k.retryable());
+            // The Java copy of the table (for errors made in Java) cannot drift from core's.
+            assertEquals(Native.kindRetryable(k.code()), k.retryable(), k.name());
         }
     }
 
