@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::rpc::{EtcdError, KeepAlive, Rpc, describe};
+use crate::backend::Backoff;
 use fencelock_proto::etcdserverpb::LeaseKeepAliveRequest;
 
 /// What the keepalive task reports and listens to.
@@ -137,11 +138,16 @@ impl KeptLeases {
 }
 
 /// Keeps lease `id` alive: a keepalive every `period` (a third of the TTL) or when poked, reopening the stream
-/// after errors, until the server says the lease is gone. The lease is cluster-wide, so a keepalive through any member
-/// keeps it: a broken stream demotes its endpoint and reopens on the next.
+/// after errors, until the server says the lease is gone or a TTL passed since the last acknowledgement (by then the
+/// server has expired it). The lease is cluster-wide, so a keepalive through any member keeps it: a broken stream
+/// demotes its endpoint and reopens on the next.
 async fn keep_alive(rpc: Arc<Rpc>, id: i64, period: Duration, beat: Arc<Beat>) {
     let retry = (period / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
-    while let Some((endpoint, stream, sent)) = open_stream(&rpc, id, retry).await {
+    loop {
+        let expired_at = beat.acked.borrow().unwrap_or_else(Instant::now) + period * 3;
+        let Some((endpoint, stream, sent)) = open_stream(&rpc, id, Backoff::new(retry, retry, expired_at)).await else {
+            break;
+        };
         // Opening the stream sent one keepalive and consumed its acknowledgement.
         beat.acked.send_replace(Some(sent));
         match beat_on(stream, id, sent + period, period, &beat).await {
@@ -160,9 +166,9 @@ enum Ended {
     Broken,
 }
 
-/// A keepalive stream for lease `id`, its endpoint and when it was asked for, retrying every `retry` while opening
-/// fails; `None` once the server says the lease is gone.
-async fn open_stream(rpc: &Rpc, id: i64, retry: Duration) -> Option<(usize, KeepAlive, Instant)> {
+/// A keepalive stream for lease `id`, its endpoint and when it was asked for, retrying at `backoff`'s pace while
+/// opening fails; `None` once the server says the lease is gone, or `backoff` gives up (the lease has expired).
+async fn open_stream(rpc: &Rpc, id: i64, mut backoff: Backoff) -> Option<(usize, KeepAlive, Instant)> {
     loop {
         let sent = Instant::now();
         match rpc.keep_alive(id).await {
@@ -170,7 +176,10 @@ async fn open_stream(rpc: &Rpc, id: i64, retry: Duration) -> Option<(usize, Keep
             Ok((_, None)) => return None,
             Err(e) => {
                 tracing::debug!(lease = %format_args!("{id:x}"), error = %describe(&e), "keepalive stream failed; reopening");
-                tokio::time::sleep(retry).await;
+                if !backoff.wait().await {
+                    tracing::debug!(lease = %format_args!("{id:x}"), "no keepalive answered within the TTL; the lease is gone");
+                    return None;
+                }
             }
         }
     }
