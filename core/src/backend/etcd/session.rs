@@ -215,3 +215,26 @@ async fn beat_on(stream: KeepAlive, id: i64, mut next: Instant, period: Duration
         next = now + period;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::etcd::rpc::Settings;
+
+    // With every endpoint refusing, the keepalive task must give the lease up once a TTL passed since the last
+    // acknowledgement (the server has expired it by then), rather than retry until the client closes.
+    #[tokio::test]
+    async fn keepalives_stop_once_the_lease_must_have_expired() {
+        let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", refused.local_addr().unwrap());
+        drop(refused); // nothing listens there now: every connect is refused at once
+        let ms = Duration::from_millis;
+        let settings = Settings { connect_timeout: ms(200), request_timeout: ms(200), user: None };
+        let rpc = Arc::new(Rpc::new(vec![url], settings).unwrap());
+        let beat = Arc::new(Beat { acked: watch::Sender::new(Some(Instant::now())), poke: Notify::new() });
+        let period = ms(100); // a 300 ms lease
+        let ended = tokio::time::timeout(Duration::from_secs(10), keep_alive(rpc, 7, period, beat.clone())).await;
+        assert!(ended.is_ok(), "the keepalive task still retried 10 s after a 300 ms lease's last acknowledgement");
+        assert!(beat.acked.borrow().is_none(), "the kept lease reads as gone");
+    }
+}
