@@ -56,7 +56,9 @@ for (const [label, url] of urls) {
       ac.abort(new Error('stop'));
       const err = await rejectsWith(waiting, 'CANCELLED');
       assert.equal(err.cause.message, 'stop');
-      assert.equal(b.localEntries, 0);
+      // An abort that cut a request short keeps the name's queue place until its undo is done (by design: the
+      // client's next call must not reach the server before it), so the entry goes soon after, not at once.
+      await until(() => b.localEntries === 0, 'the cancelled lock() leaves no queue entry');
       await held.release();
       const info = await b.inspect(name);
       assert.equal(info.holder ?? null, null, 'nothing left held after the cancelled acquire');
