@@ -283,8 +283,7 @@ pub fn check(h: &[Event], canary: bool) -> Report {
     let fenced_rejections: Vec<&Event> = ops.iter().copied().filter(|e| e.ok.is_some_and(|ok| !ok[0])).collect();
     let mut latencies: Vec<i64> = Vec::new();
     for i in &ss {
-        let competitor =
-            ss.iter().filter(|j| j.id != i.id && j.t_ok > i.t_ok && j.t_ok < i.t_let_go).map(|j| j.t_ok).min();
+        let competitor = ss.iter().filter(|j| supersedes(j, i) && j.t_ok < i.t_let_go).map(|j| j.t_ok).min();
         let rejected = fenced_rejections.iter().filter(|e| e.session.as_deref() == Some(&i.id)).map(|e| e.t_ref).min();
         let t_lost = match (competitor, rejected) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -325,7 +324,7 @@ pub fn check(h: &[Event], canary: bool) -> Report {
             continue;
         }
         let (Some(i), Some(&t_inv)) = (session(id), invoked.get(&(id.to_string(), f))) else { continue };
-        let newer = |j: &&Session| j.id != i.id && j.t_ok > i.t_ok && j.t_ok < t_inv;
+        let newer = |j: &&Session| supersedes(j, i) && j.t_ok < t_inv;
         if f == "renew" && ss.iter().any(|j| newer(&j)) {
             r.resurrections += 1;
         }
@@ -390,6 +389,13 @@ pub fn check(h: &[Event], canary: bool) -> Report {
 
     r.failures = failures(&r);
     r
+}
+
+/// Whether grant `j` came after grant `i` and so could have taken the lock from it: seen later, with a higher
+/// token. A grant seen later with a lower token was made before `i`'s (tokens rise per grant; P2 checks that) and
+/// only reached its client late, say one paused while its reply was on the way: it took nothing from `i`.
+fn supersedes(j: &Session, i: &Session) -> bool {
+    j.id != i.id && j.t_ok > i.t_ok && j.token > i.token
 }
 
 /// The must-be-zero figures and the liveness checks (SAFETY-TESTING.md §6 "CI assertions").
@@ -754,6 +760,27 @@ mod tests {
             .check(false);
         assert_eq!(r.resurrections, 0);
         assert!(r.losses_unnotified.is_empty(), "LOCK_LOST from renew is a notification");
+    }
+
+    #[test]
+    fn an_older_grant_seen_late_takes_nothing_from_the_holder() {
+        // b's grant (token 19) was made before a's (20) but reached b only at 12 s, after a pause; b lost it at
+        // once. a's renewal at 14 s is no resurrection, and a lost nothing.
+        let r = clean()
+            .w(9 * S, "invoke", "acquire", "b", None, None)
+            .w(10 * S, "invoke", "acquire", "a", None, None)
+            .w(10 * S + 1, "ok", "acquire", "a", Some("a9"), Some(20))
+            .w(12 * S, "ok", "acquire", "b", Some("b8"), Some(19))
+            .w(12 * S + 1, "lost", "lost", "b", Some("b8"), Some(19))
+            .w(12 * S + 2, "invoke", "release", "b", Some("b8"), Some(19))
+            .w(12 * S + 3, "fail", "release", "b", Some("b8"), Some(19))
+            .w(14 * S, "invoke", "renew", "a", Some("a9"), Some(20))
+            .w(14 * S + 5, "ok", "renew", "a", Some("a9"), Some(20))
+            .w(15 * S, "invoke", "release", "a", Some("a9"), Some(20))
+            .w(15 * S + 1, "ok", "release", "a", Some("a9"), Some(20))
+            .check(false);
+        assert_eq!((r.resurrections, r.unsafe_releases, r.token_regressions), (0, 0, 0), "{}", render(&r));
+        assert!(r.losses_unnotified.is_empty(), "{}", render(&r));
     }
 
     #[test]
