@@ -47,15 +47,13 @@ pub(crate) mod etcd;
 mod fence_register;
 mod hosts;
 pub(crate) mod memory;
-pub(crate) mod postgres;
 pub(crate) mod record;
 mod redact;
 pub(crate) mod redis;
 pub(crate) mod redis_cluster;
 pub(crate) mod redlock;
 mod schemes;
-mod sql;
-pub(crate) mod sqlite;
+pub(crate) mod sql;
 mod waiters;
 pub(crate) mod zookeeper;
 

@@ -2,13 +2,12 @@
 
 use std::sync::Arc;
 
-use super::{Backend, memory::MemoryBackend, redis::RedisBackend, sqlite::SqliteBackend};
+use super::{Backend, memory::MemoryBackend, redis::RedisBackend, sql::sqlite::SqliteBackend};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::tasks::Tasks;
 
-const SCHEMES: &str =
-    "sqlite:, postgres://, redis://, rediss://, redis+cluster://, redlock://, etcd://, zk://, memory://";
+const SCHEMES: &str = "sqlite:, postgres://, mysql://, mariadb://, redis://, rediss://, redis+cluster://, redlock://, etcd://, zk://, memory://";
 
 /// Splits `scheme:rest`, lower-casing the scheme.
 fn scheme_of(url: &str) -> Result<(String, &str)> {
@@ -35,7 +34,8 @@ pub(crate) async fn open(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Resu
         "redlock" => super::redlock::connect(url, opts).await?,
         "etcd" => super::etcd::connect(url, opts, tasks).await?,
         "zk" => super::zookeeper::connect(url, opts).await?,
-        "postgres" | "postgresql" => super::postgres::connect(url, opts).await?,
+        "postgres" | "postgresql" => super::sql::postgres::connect(url, opts).await?,
+        "mysql" | "mariadb" => super::sql::mysql::connect(url, opts).await?,
         other => {
             return Err(Error::invalid(format!("URL {url:?}: unknown scheme {other:?}; expected {SCHEMES}")));
         }

@@ -1,4 +1,4 @@
-//! What the SQL backends (SQLite, PostgreSQL) share: the two tables and what their rows mean. Each backend keeps
+//! What the SQL backends (SQLite, PostgreSQL, MySQL/MariaDB) share: the two tables and what their rows mean. Each backend keeps
 //! only its dialect — the lock statements, placeholders and whose clock they read — and its connection handling.
 //!
 //! `fencelock_locks` has one row per lock name: `holder` (`<client uuid>:<owner>`, NULL when free), `count`,
@@ -10,9 +10,13 @@
 //!
 //! `fencelock_fences` has one row per register: a write lands iff its token is at least the stored one, raising it.
 
+pub(crate) mod mysql;
+pub(crate) mod postgres;
+pub(crate) mod sqlite;
+
 use std::time::Duration;
 
-use super::LockInfo;
+use crate::backend::LockInfo;
 use crate::error::{Error, Result};
 
 /// Column types and placeholders of one SQL dialect.

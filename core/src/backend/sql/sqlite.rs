@@ -1,4 +1,4 @@
-//! `sqlite:PATH`: the embedded default, the table algorithm of [`super::sql`] on a file that several processes on
+//! `sqlite:PATH`: the embedded default, the table algorithm of [`super`] on a file that several processes on
 //! one host share. Every step is one statement, so SQLite's own locking makes it atomic; times are this host's clock
 //! in unix µs, and a new file seeds the fence counter from it, so tokens never go backwards while the file lives.
 
@@ -9,9 +9,9 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use tokio::time::Instant;
 
-use super::record::{RecordAttempt, Records};
-use super::sql::{SQLITE, holder_ttl, lock_info, micros, stored_token};
-use super::{
+use super::{SQLITE, holder_ttl, lock_info, micros, stored_token};
+use crate::backend::record::{RecordAttempt, Records};
+use crate::backend::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
     unix_micros,
 };

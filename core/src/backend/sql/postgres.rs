@@ -24,11 +24,11 @@ use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::types::FromSqlOwned;
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socket, Statement};
 
-use super::record::{RecordAttempt, Records};
-use super::redact;
-use super::sql::{POSTGRES, holder_ttl, lock_info, micros, stored_token};
-use super::waiters::{Channels, Listen, Subscription, wait_notified};
-use super::{
+use super::{POSTGRES, holder_ttl, lock_info, micros, stored_token};
+use crate::backend::record::{RecordAttempt, Records};
+use crate::backend::redact;
+use crate::backend::waiters::{Channels, Listen, Subscription, wait_notified};
+use crate::backend::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
 };
 use crate::error::{Error, ErrorKind, Result};

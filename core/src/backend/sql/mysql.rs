@@ -1,0 +1,489 @@
+//! `mysql://` / `mariadb://`: the table algorithm of [`super`] on MySQL or MariaDB (InnoDB), every time in it the
+//! server's clock (`UTC_TIMESTAMP(6)`, constant within a statement), so client clocks never matter.
+//!
+//! **Why each step is atomic.** Every step is one autocommit statement on one row, at READ COMMITTED:
+//! - Acquire is one `INSERT … ON DUPLICATE KEY UPDATE`. InnoDB takes an exclusive lock on the duplicate key's index
+//!   record before it evaluates the UPDATE part, so two acquires of one name run one after the other, the second
+//!   seeing the first's row. For a name without a row, one INSERT wins the key and the other waits on that record's
+//!   lock, then takes the UPDATE path. READ COMMITTED keeps the gap locks of duplicate checks short, so concurrent
+//!   acquires of different names do not deadlock on a shared gap; a deadlock InnoDB still reports (1213) is retried.
+//! - Renew, release, abandon and force-release are single-row `UPDATE`s by primary key: the row's exclusive lock is
+//!   held from the WHERE check to the write.
+//!
+//! **The acquire's UPDATE part assigns left to right** (MySQL and MariaDB evaluate `SET a = …, b = …` in order, each
+//! seeing the columns assigned before it), so it is ordered to mean the same under that rule and under MariaDB's
+//! `SIMULTANEOUS_ASSIGNMENT` mode: `fence`, `count` and `holder` test the old row; `expires_at` comes last and tests a
+//! row whose holder is already the new one iff it was taken. The new token reaches the client through
+//! `LAST_INSERT_ID(expr)`, which the OK packet carries, so the acquire is one round trip; the affected-row count says
+//! what happened (1 inserted, 2 taken, 0 busy: the client does not ask for found rows).
+//!
+//! **Registers fail closed.** `fencelock_epoch` holds the server clock (µs) when the tables were created, and a
+//! register accepts a token only if it is at least that epoch as well as at least its stored token. Counters are
+//! seeded from the same clock when their row is made, so every token of this database's life is above the epoch;
+//! a database that lost its tables (dropped, or recreated on a new server) gets a new epoch, and a holder paused
+//! across that gets `FENCED` instead of writing with a token from before the loss.
+//!
+//! **Waiters poll**, with the jittered 1–8 ms backoff every polling store uses, bounded by the holder's TTL: MySQL has
+//! no LISTEN/NOTIFY, and a `GET_LOCK` hand-off would hold a connection per waiter per lock for the whole wait.
+//!
+//! Connections come from a small pool: the protocol answers one statement at a time per connection, so concurrent
+//! renewals and acquires need a few. TLS (`ssl-mode`) is refused as unsupported until the workspace has its TLS stack
+//! (DESIGN.md §8).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, Row, params};
+
+use super::{holder_ttl, lock_info, micros, stored_token};
+use crate::backend::record::{RecordAttempt, Records};
+use crate::backend::{
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
+};
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::ClientOptions;
+
+/// The server clock in unix µs (`UTC_TIMESTAMP`, so the session's time zone and its DST steps never matter).
+macro_rules! now_us {
+    () => {
+        "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))"
+    };
+}
+
+/// Free, expired, or already ours (a grant whose reply was lost).
+macro_rules! takeable {
+    () => {
+        concat!("(holder IS NULL OR expires_at <= ", now_us!(), " OR holder = VALUES(holder))")
+    };
+}
+
+/// The tables, in InnoDB with binary keys: names compare byte for byte, with no case folding or trailing-space
+/// padding that a text collation would add. The epoch row is the tables' birth on the server clock; where lock rows
+/// already exist (tables made by an older version) it is the smallest counter, below every live token.
+const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS fencelock_locks (
+        name VARBINARY(512) PRIMARY KEY,
+        holder VARBINARY(600),
+        count INT NOT NULL DEFAULT 0,
+        expires_at BIGINT NOT NULL DEFAULT 0,
+        fence BIGINT NOT NULL
+    ) ENGINE = InnoDB",
+    "CREATE TABLE IF NOT EXISTS fencelock_fences (
+        resource VARBINARY(512) PRIMARY KEY,
+        token BIGINT NOT NULL,
+        value LONGBLOB NOT NULL
+    ) ENGINE = InnoDB",
+    "CREATE TABLE IF NOT EXISTS fencelock_epoch (id INT PRIMARY KEY, us BIGINT NOT NULL) ENGINE = InnoDB",
+    concat!(
+        "INSERT IGNORE INTO fencelock_epoch (id, us) SELECT 1, COALESCE(MIN(fence), ",
+        now_us!(),
+        ") FROM fencelock_locks"
+    ),
+];
+
+// Creating needs the CREATE privilege even when the tables exist, so look first: a user who may only read and
+// write them still connects.
+const SCHEMA_READY: &str = "SELECT (SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()
+        AND table_name IN ('fencelock_locks', 'fencelock_fences', 'fencelock_epoch')) = 3
+    AND EXISTS (SELECT 1 FROM fencelock_epoch WHERE id = 1)";
+
+/// One client at a time creates the tables: concurrent `CREATE TABLE IF NOT EXISTS` is safe in InnoDB, but the epoch
+/// must be read from a finished `fencelock_locks`. A named lock is the server's mutex for that.
+const SCHEMA_LOCK: &str = "SELECT GET_LOCK('fencelock_schema', :wait)";
+const SCHEMA_UNLOCK: &str = "DO RELEASE_LOCK('fencelock_schema')";
+
+// :name, :holder, :ttl µs. See the module comment for the order of the assignments and what the reply means.
+const ACQUIRE: &str = concat!(
+    "INSERT INTO fencelock_locks (name, holder, count, expires_at, fence)
+    VALUES (:name, :holder, 1, ",
+    now_us!(),
+    " + :ttl, LAST_INSERT_ID(",
+    now_us!(),
+    "))
+    ON DUPLICATE KEY UPDATE
+        fence = IF(",
+    takeable!(),
+    ", LAST_INSERT_ID(fence + 1), fence),
+        count = IF(",
+    takeable!(),
+    ", 1, count),
+        holder = IF(",
+    takeable!(),
+    ", VALUES(holder), holder),
+        expires_at = IF(",
+    takeable!(),
+    ", VALUES(expires_at), expires_at)"
+);
+
+// :name → the holder's remaining µs, asked only when the acquire found the lock busy.
+const REMAINING: &str = concat!("SELECT expires_at - ", now_us!(), " FROM fencelock_locks WHERE name = :name");
+
+// :name, :holder, :fence, :ttl µs. One row changed if extended.
+const RENEW: &str = concat!(
+    "UPDATE fencelock_locks SET expires_at = ",
+    now_us!(),
+    " + :ttl WHERE name = :name AND holder = :holder AND fence = :fence AND expires_at > ",
+    now_us!()
+);
+
+// Only a live row counts as released: an expired row of ours is already free for others.
+const RELEASE: &str = concat!(
+    "UPDATE fencelock_locks SET holder = NULL, count = 0, expires_at = 0
+    WHERE name = :name AND holder = :holder AND fence = :fence AND expires_at > ",
+    now_us!()
+);
+
+const FORCE_RELEASE: &str = concat!(
+    "UPDATE fencelock_locks SET holder = NULL, count = 0, expires_at = 0
+    WHERE name = :name AND holder IS NOT NULL AND expires_at > ",
+    now_us!()
+);
+
+const ABANDON: &str =
+    "UPDATE fencelock_locks SET holder = NULL, count = 0, expires_at = 0 WHERE name = :name AND holder = :holder";
+
+// :name → (holder, remaining µs, fence).
+const INSPECT: &str =
+    concat!("SELECT holder, expires_at - ", now_us!(), ", fence FROM fencelock_locks WHERE name = :name");
+
+// :resource, :token, :value. No row is offered for a token below the epoch; an existing row takes the value iff the
+// token is not older (`value` first, while `token` is still the old one). Changed rows: 1 new, 2 raised, 0 refused
+// or the same token and value again (the caller tells those apart by reading).
+const FENCE_WRITE: &str = "INSERT INTO fencelock_fences (resource, token, value)
+    SELECT :resource, :token, :value FROM fencelock_epoch WHERE id = 1 AND :token >= us
+    ON DUPLICATE KEY UPDATE value = IF(VALUES(token) >= token, VALUES(value), value),
+        token = GREATEST(token, VALUES(token))";
+
+// :resource → (stored token or NULL, value or NULL, epoch).
+const FENCE_READ: &str = "SELECT f.token, f.value, e.us FROM fencelock_epoch e
+    LEFT JOIN fencelock_fences f ON f.resource = :resource WHERE e.id = 1";
+
+/// The connections to open at most per client: enough for the watchdog's renewals to overlap waiting acquires.
+const MAX_CONNECTIONS: usize = 8;
+
+/// Retries of a statement InnoDB chose as a deadlock victim (it rolled back, so it can simply run again).
+const DEADLOCK_RETRIES: usize = 3;
+
+/// Parses a `mysql://` or `mariadb://` URL into driver options and the URL to show (no password).
+fn options(url: &str, opts: &ClientOptions) -> Result<(Opts, String)> {
+    let shown = super::super::redact(url);
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or_default();
+    let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut passed = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "ssl-mode" | "ssl_mode" | "sslmode" if value.eq_ignore_ascii_case("disabled") => {}
+            "ssl-mode" | "ssl_mode" | "sslmode" | "require_ssl" | "ca" => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!("{shown}: {key}={value} asks for TLS, which is not built in yet"),
+                ));
+            }
+            _ => passed.push(pair),
+        }
+    }
+    let driver_url =
+        if passed.is_empty() { format!("mysql://{base}") } else { format!("mysql://{base}?{}", passed.join("&")) };
+    let parsed = Opts::from_url(&driver_url).map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
+    if parsed.db_name().is_none_or(str::is_empty) {
+        return Err(Error::invalid(format!("URL {shown:?} names no database, as in mysql://user@host:3306/db")));
+    }
+    let user = parsed.user().map(|u| format!("{u}@")).unwrap_or_default();
+    let db = parsed.db_name().unwrap_or_default();
+    let shown = format!("mysql://{user}{}:{}/{db}", parsed.ip_or_hostname(), parsed.tcp_port());
+    let wait_secs = opts.request_timeout.as_secs().max(1);
+    let pool = PoolOpts::default()
+        .with_constraints(PoolConstraints::new(0, MAX_CONNECTIONS).expect("0 ≤ max"))
+        // A reset per returned connection costs a round trip and would drop the session settings below.
+        .with_reset_connection(false);
+    let built = OptsBuilder::from_opts(parsed)
+        // TCP even to 127.0.0.1: the driver would otherwise switch to the server's socket file, bypassing proxies.
+        .prefer_socket(false)
+        .tcp_nodelay(true)
+        .client_found_rows(false)
+        .pool_opts(pool)
+        .init(vec![
+            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED".to_string(),
+            // A row lock waited on longer than a request may take is a server that stopped answering.
+            format!("SET SESSION innodb_lock_wait_timeout = {wait_secs}"),
+        ]);
+    Ok((built.into(), shown))
+}
+
+/// The MySQL / MariaDB backend.
+#[derive(Debug)]
+pub(crate) struct MysqlBackend {
+    pool: Pool,
+    url: String,
+    opts: ClientOptions,
+}
+
+/// Opens the backend `url` names.
+pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
+    let (driver, shown) = options(url, opts)?;
+    let backend = MysqlBackend { pool: Pool::new(driver), url: shown, opts: opts.clone() };
+    // Connect now, so a bad address, credential or schema problem is reported by connect rather than by a lock.
+    tokio::time::timeout(opts.connect_timeout, backend.prepare_schema()).await.map_err(|_| {
+        Error::unavailable(format!("{}: no connection within {:?}", backend.url, opts.connect_timeout))
+    })??;
+    Ok(Arc::new(backend))
+}
+
+/// The reply to one statement: the rows it returned, and what its OK packet said.
+struct Reply {
+    rows: Vec<Row>,
+    affected: u64,
+    last_insert_id: Option<u64>,
+}
+
+impl MysqlBackend {
+    /// Maps a driver error. Lost connections, a server going away and lock waits are `Unavailable`; refused
+    /// credentials and a missing database are configuration errors, which retrying cannot fix.
+    fn err(&self, e: mysql_async::Error) -> Error {
+        match &e {
+            mysql_async::Error::Server(s) => match s.code {
+                // ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR
+                1044 | 1045 | 1698 => Error::invalid(format!("{}: authentication failed: {}", self.url, s.message)),
+                // ER_BAD_DB_ERROR
+                1049 => Error::invalid(format!("{}: {}", self.url, s.message)),
+                // too many connections, shutdown, lock wait timeout, deadlock, connection killed, query interrupted
+                1040 | 1053 | 1205 | 1213 | 1317 | 1927 | 3024 => {
+                    Error::unavailable(format!("{}: {}", self.url, s.message))
+                }
+                _ => Error::internal(format!("{}: unexpected reply: {e}", self.url)),
+            },
+            mysql_async::Error::Url(_) => Error::invalid(format!("{}: {e}", self.url)),
+            // I/O, a closed connection, a pool being torn down: the server or the path to it.
+            _ => Error::unavailable(format!("{}: {e}", self.url)),
+        }
+    }
+
+    fn is_deadlock(e: &mysql_async::Error) -> bool {
+        matches!(e, mysql_async::Error::Server(s) if s.code == 1213)
+    }
+
+    /// A pooled connection within the connect timeout.
+    async fn conn(&self) -> Result<Conn> {
+        match tokio::time::timeout(self.opts.connect_timeout, self.pool.get_conn()).await {
+            Ok(conn) => conn.map_err(|e| self.err(e)),
+            Err(_) => {
+                Err(Error::unavailable(format!("{}: no connection within {:?}", self.url, self.opts.connect_timeout)))
+            }
+        }
+    }
+
+    /// Runs one prepared statement (cached per connection, so one round trip after its first use) within the
+    /// request timeout. A connection that times out is dropped mid-statement, so the pool never hands it out again.
+    async fn exec(&self, sql: &'static str, params: Params) -> Result<Reply> {
+        let mut attempts = 0;
+        loop {
+            let request = async {
+                let mut conn = self.conn().await?;
+                let rows: Vec<Row> = match conn.exec(sql, params.clone()).await {
+                    Ok(rows) => rows,
+                    Err(e) => return Ok(Err(e)),
+                };
+                Ok(Ok(Reply { rows, affected: conn.affected_rows(), last_insert_id: conn.last_insert_id() }))
+            };
+            let reply = tokio::time::timeout(self.opts.request_timeout, request).await.map_err(|_| {
+                Error::unavailable(format!("{}: no reply within {:?}", self.url, self.opts.request_timeout))
+            })??;
+            match reply {
+                Err(e) if Self::is_deadlock(&e) && attempts < DEADLOCK_RETRIES => attempts += 1,
+                Err(e) => return Err(self.err(e)),
+                Ok(reply) => return Ok(reply),
+            }
+        }
+    }
+
+    /// Creates the tables if they are missing, one client at a time.
+    async fn prepare_schema(&self) -> Result<()> {
+        let mut conn = self.conn().await?;
+        let context = |e| self.err(e).context("preparing the fencelock tables");
+        let ready: Option<bool> = conn
+            .query_first(SCHEMA_READY)
+            .await
+            .or_else(|e| match e {
+                // The epoch table does not exist yet (ER_NO_SUCH_TABLE).
+                mysql_async::Error::Server(ref s) if s.code == 1146 => Ok(Some(false)),
+                e => Err(e),
+            })
+            .map_err(context)?;
+        if ready == Some(true) {
+            return Ok(());
+        }
+        let wait = self.opts.connect_timeout.as_secs().max(1);
+        let locked: Option<Option<i64>> =
+            conn.exec_first(SCHEMA_LOCK, params! { "wait" => wait }).await.map_err(context)?;
+        if locked.flatten() != Some(1) {
+            return Err(Error::unavailable(format!("{}: another client kept the schema lock for {wait} s", self.url)));
+        }
+        let mut created = Ok(());
+        for statement in SCHEMA {
+            if let Err(e) = conn.query_drop(*statement).await {
+                created = Err(context(e));
+                break;
+            }
+        }
+        // Released even after a failure; dropping the connection would release it too.
+        let _ = conn.query_drop(SCHEMA_UNLOCK).await;
+        created
+    }
+
+    async fn changed(&self, sql: &'static str, params: Params) -> Result<bool> {
+        Ok(self.exec(sql, params).await?.affected > 0)
+    }
+}
+
+/// Column `i` of `row`; a type mismatch is a bug in the statements above, reported rather than panicking.
+fn col<T: mysql_async::prelude::FromValue>(row: &Row, i: usize) -> Result<T> {
+    match row.get_opt(i) {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(e)) => Err(Error::internal(format!("mysql: unexpected reply in column {i}: {e}"))),
+        None => Err(Error::internal(format!("mysql: a reply without column {i}"))),
+    }
+}
+
+/// A binary column that holds text this client wrote (a holder).
+fn text(bytes: Option<Vec<u8>>) -> Option<String> {
+    bytes.map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+#[async_trait]
+impl Backend for MysqlBackend {
+    fn capability(&self) -> Capability {
+        Capability { fencing: true, native_wait: false, fair: false, session_bound: false }
+    }
+
+    fn describe(&self) -> &str {
+        &self.url
+    }
+
+    fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
+        RecordAttempt::begin(self, req, undo)
+    }
+
+    async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
+        let params = params! {
+            "name" => &grant.name, "holder" => &grant.holder, "fence" => grant.token as i64, "ttl" => micros(ttl),
+        };
+        if self.changed(RENEW, params).await? {
+            return Ok(());
+        }
+        // Nothing changed: lost, or (within one µs of the last renewal, with the same TTL) already extended.
+        let info = self.inspect(&grant.name).await?;
+        if info.holder.as_deref() == Some(grant.holder.as_str()) && info.last_token == Some(grant.token) {
+            Ok(())
+        } else {
+            Err(lock_lost(grant, &self.url))
+        }
+    }
+
+    async fn release(&self, grant: &Grant) -> Result<()> {
+        let params = params! { "name" => &grant.name, "holder" => &grant.holder, "fence" => grant.token as i64 };
+        if self.changed(RELEASE, params).await? { Ok(()) } else { Err(not_held(grant, &self.url)) }
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        self.changed(FORCE_RELEASE, params! { "name" => name }).await
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        let reply = self.exec(INSPECT, params! { "name" => name }).await?;
+        let row = match reply.rows.first() {
+            Some(r) => Some((text(col(r, 0)?), col::<i64>(r, 1)?, col::<i64>(r, 2)?)),
+            None => None,
+        };
+        Ok(lock_info(row))
+    }
+
+    async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
+        let signed = stored_token(resource, &self.url, token)?;
+        let params = params! { "resource" => resource, "token" => signed, "value" => value };
+        if self.changed(FENCE_WRITE, params).await? {
+            return Ok(());
+        }
+        // Refused, or the same token written again with the same value: the stored token tells them apart.
+        let reply = self.exec(FENCE_READ, params! { "resource" => resource }).await?;
+        let row = reply.rows.first().ok_or_else(|| Error::internal(format!("{}: no fencelock_epoch row", self.url)))?;
+        let (stored, epoch): (Option<i64>, i64) = (col(row, 0)?, col(row, 2)?);
+        match stored {
+            Some(s) if s == signed && epoch <= signed => Ok(()),
+            _ => Err(fenced(resource, &self.url, token, stored.unwrap_or(epoch).max(epoch) as u64)),
+        }
+    }
+
+    async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
+        let reply = self.exec(FENCE_READ, params! { "resource" => resource }).await?;
+        let Some(row) = reply.rows.first() else { return Ok((0, Vec::new())) };
+        let (token, value): (Option<i64>, Option<Vec<u8>>) = (col(row, 0)?, col(row, 1)?);
+        Ok((token.unwrap_or(0) as u64, value.unwrap_or_default()))
+    }
+
+    async fn close(&self) {
+        // Idle connections close now; ones in use close when their call lets go of them.
+        let _ = self.pool.clone().disconnect().await;
+    }
+}
+
+#[async_trait]
+impl Records for MysqlBackend {
+    type Waiter = ();
+
+    async fn take(&self, req: &AcquireRequest, _waiter: &mut ()) -> Result<Attempt> {
+        let params = params! { "name" => &req.name, "holder" => &req.holder, "ttl" => micros(req.ttl) };
+        let reply = self.exec(ACQUIRE, params).await?;
+        if reply.affected > 0 {
+            let token = reply.last_insert_id.ok_or_else(|| {
+                Error::internal(format!("{}: the acquire's reply carried no token (LAST_INSERT_ID)", self.url))
+            })?;
+            return Ok(Attempt::Acquired(Grant {
+                name: req.name.clone(),
+                holder: req.holder.clone(),
+                token,
+                key: None,
+            }));
+        }
+        let left = self.exec(REMAINING, params! { "name" => &req.name }).await?;
+        let left = left.rows.first().map(|r| col::<i64>(r, 0)).transpose()?;
+        Ok(Attempt::Busy(Busy { holder_ttl: holder_ttl(left) }))
+    }
+
+    async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        self.changed(ABANDON, params! { "name" => &req.name, "holder" => &req.holder }).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_keep_secrets_out_and_refuse_tls() {
+        let opts = ClientOptions::default();
+        let (_, shown) = options("mysql://u:secret@h:3307/db", &opts).unwrap();
+        assert_eq!(shown, "mysql://u@h:3307/db");
+        let (_, shown) = options("mariadb://h/db", &opts).unwrap();
+        assert_eq!(shown, "mysql://h:3306/db");
+        let err = options("mysql://u:secret@h/db?ssl-mode=REQUIRED", &opts).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+        assert!(!err.message().contains("secret"), "{err}");
+        assert!(options("mysql://h/db?ssl-mode=DISABLED", &opts).is_ok());
+        let err = options("mysql://u:secret@h:3306", &opts).unwrap_err();
+        assert!(err.message().contains("names no database") && !err.message().contains("secret"), "{err}");
+        let err = options("mysql://h/db?nonsense=1", &opts).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    }
+
+    #[test]
+    fn the_acquire_assigns_expires_at_last() {
+        // The order the module comment argues for: the columns that test the old row first, expires_at last.
+        let update = ACQUIRE.split("ON DUPLICATE KEY UPDATE").nth(1).unwrap();
+        let order: Vec<usize> =
+            ["fence =", "count =", "holder =", "expires_at ="].iter().map(|c| update.find(c).unwrap()).collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{update}");
+    }
+}
