@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The C tests: builds the debug cdylib, compiles ffi/tests/c/*.c and examples/c/demo.c with AddressSanitizer (which
-# includes LeakSanitizer on Linux), runs the conformance basics on a temporary SQLite file and on Redis
-# (FENCELOCK_TEST_REDIS), the misuse tests on both, the demo, and the demo again as examples/c/CMakeLists.txt builds it
-# (cmake + pkg-config, installed with apt if missing), and prints `N passed, N failed`.
+# includes LeakSanitizer on Linux), runs the conformance basics and the misuse tests on a temporary SQLite file, on
+# Redis (FENCELOCK_TEST_REDIS) and on MariaDB (FENCELOCK_TEST_MYSQL), the demo, and the demo again as
+# examples/c/CMakeLists.txt builds it (cmake + pkg-config, installed with apt if missing), and prints `N passed, N failed`.
 # Usage: ffi/tests/run.sh [--no-build]
 # The ASan build runs the Rust code uninstrumented: ASan's malloc serves Rust's allocations too (Rust uses the
 # system allocator), so leaks and bad frees of anything the C side receives are caught.
@@ -56,15 +56,21 @@ run() {
 
 run "conformance sqlite" "$WORK/conformance" "sqlite:$WORK/conformance.db"
 run "misuse sqlite" env FENCELOCK_RUNTIME_THREADS=3 "$WORK/misuse" "sqlite:$WORK/misuse.db"
-if [[ -n ${FENCELOCK_TEST_REDIS:-} ]]; then
-    run "conformance redis" "$WORK/conformance" "$FENCELOCK_TEST_REDIS"
-    run "misuse redis" "$WORK/misuse" "$FENCELOCK_TEST_REDIS"
-elif [[ ${FENCELOCK_REQUIRE_SERVICES:-} == 1 ]]; then
-    echo "--- conformance redis: FENCELOCK_TEST_REDIS is not set but FENCELOCK_REQUIRE_SERVICES=1"
-    FAILED=$((FAILED + 1))
-else
-    echo "--- conformance redis: skipped (FENCELOCK_TEST_REDIS is not set)"
-fi
+# served LABEL VAR: the conformance basics and misuse tests on the server VAR names, if the test command started it.
+served() {
+    local label=$1 url=${!2:-}
+    if [[ -n $url ]]; then
+        run "conformance $label" "$WORK/conformance" "$url"
+        run "misuse $label" "$WORK/misuse" "$url"
+    elif [[ ${FENCELOCK_REQUIRE_SERVICES:-} == 1 ]]; then
+        echo "--- conformance $label: $2 is not set but FENCELOCK_REQUIRE_SERVICES=1"
+        FAILED=$((FAILED + 1))
+    else
+        echo "--- conformance $label: skipped ($2 is not set)"
+    fi
+}
+served redis FENCELOCK_TEST_REDIS
+served mysql FENCELOCK_TEST_MYSQL
 run "demo" "$WORK/demo" "sqlite:$WORK/demo.db"
 
 # The README's CMake example, as a user builds it: against an installed fencelock found through fencelock.pc.

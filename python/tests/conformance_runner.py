@@ -21,6 +21,7 @@ SERVED = [
     ("redlock", "FENCELOCK_TEST_REDLOCK", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"),
     ("etcd", "FENCELOCK_TEST_ETCD", "etcd://127.0.0.1:1"),
     ("postgres", "FENCELOCK_TEST_POSTGRES", "postgres://postgres@127.0.0.1:1/fencelock_test"),
+    ("mysql", "FENCELOCK_TEST_MYSQL", "mysql://root@127.0.0.1:1/fencelock_test"),
     ("zk", "FENCELOCK_TEST_ZK", "zk://127.0.0.1:1"),
 ]
 

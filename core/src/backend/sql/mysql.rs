@@ -196,7 +196,10 @@ fn options(url: &str, opts: &ClientOptions) -> Result<(Opts, String)> {
     let shown = format!("mysql://{user}{}:{}/{db}", parsed.ip_or_hostname(), parsed.tcp_port());
     let wait_secs = opts.request_timeout.as_secs().max(1);
     let pool = PoolOpts::default()
-        .with_constraints(PoolConstraints::new(0, MAX_CONNECTIONS).expect("0 ≤ max"))
+        .with_constraints(PoolConstraints::new(1, MAX_CONNECTIONS).expect("1 ≤ max"))
+        // Without a TTL the pool keeps only `min` idle connections and closes the rest at once, so a burst of
+        // calls would pay a handshake each; with one, idle ones above `min` close after a minute.
+        .with_inactive_connection_ttl(Duration::from_secs(60))
         // A reset per returned connection costs a round trip and would drop the session settings below.
         .with_reset_connection(false);
     let built = OptsBuilder::from_opts(parsed)

@@ -40,6 +40,7 @@ class ConformanceTest {
         {"redis_cluster", "FENCELOCK_TEST_REDIS_CLUSTER", "redis+cluster://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"},
         {"etcd", "FENCELOCK_TEST_ETCD", "etcd://127.0.0.1:1"},
         {"postgres", "FENCELOCK_TEST_POSTGRES", "postgres://postgres@127.0.0.1:1/fencelock_test"},
+        {"mysql", "FENCELOCK_TEST_MYSQL", "mysql://root@127.0.0.1:1/fencelock_test"},
         {"zk", "FENCELOCK_TEST_ZK", "zk://127.0.0.1:1"},
     };
 

@@ -1,0 +1,229 @@
+//! The MySQL / MariaDB backend against a real server (`FENCELOCK_TEST_MYSQL`, MariaDB started by
+//! scripts/services.sh). Each test makes a database of its own, so it starts from an empty schema, and drops it
+//! afterwards.
+
+mod support;
+
+use std::time::Duration;
+
+use fencelock::{Client, ClientOptions, ErrorKind, LockOptions};
+use mysql_async::prelude::Queryable;
+use tokio::time::Instant;
+
+/// A database made for one test: created empty, checked for held rows by `finish`, dropped by `finish`.
+struct TestDb {
+    admin: mysql_async::Conn,
+    name: String,
+    url: String,
+}
+
+/// `url` pointing at database `db`.
+fn with_dbname(url: &str, db: &str) -> String {
+    let authority = url.find("://").map_or(0, |i| i + 3);
+    let end = url[authority..].find(['/', '?']).map_or(url.len(), |i| authority + i);
+    format!("{}/{db}", &url[..end])
+}
+
+/// A plain SQL connection over TCP, for creating databases and looking at tables directly.
+async fn sql(url: &str) -> mysql_async::Conn {
+    let opts = mysql_async::OptsBuilder::from_opts(mysql_async::Opts::from_url(url).unwrap()).prefer_socket(false);
+    mysql_async::Conn::new(opts).await.unwrap()
+}
+
+impl TestDb {
+    /// `None` (the test is skipped) when no server is configured.
+    async fn create() -> Option<TestDb> {
+        let base = support::service_url("FENCELOCK_TEST_MYSQL")?;
+        let name = format!("fencelock_t_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = sql(&base).await;
+        admin.query_drop(format!("CREATE DATABASE {name}")).await.unwrap();
+        Some(TestDb { admin, url: with_dbname(&base, &name), name })
+    }
+
+    async fn query<T: mysql_async::prelude::FromRow + Send + 'static>(&mut self, q: &str) -> Vec<T> {
+        self.admin.query(format!("/* {} */ {q}", self.name).replace("$db", &self.name)).await.unwrap()
+    }
+
+    /// Checks that no lock row is left held (every test releases what it takes), then drops the database.
+    async fn finish(mut self) {
+        let held: Vec<i64> = self.query("SELECT COUNT(*) FROM $db.fencelock_locks WHERE holder IS NOT NULL").await;
+        self.query::<i64>("DROP DATABASE $db").await;
+        assert_eq!(held, [0], "rows still held in {}", self.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_clients_create_the_schema_at_once() {
+    let Some(mut db) = TestDb::create().await else {
+        return;
+    };
+    let clients = futures::future::try_join_all((0..8).map(|_| Client::connect(&db.url))).await.unwrap();
+    let opts = LockOptions::default();
+    let attempts = clients.iter().map(|c| c.try_lock("shared", &opts));
+    let leases: Vec<_> = futures::future::try_join_all(attempts).await.unwrap().into_iter().flatten().collect();
+    assert_eq!(leases.len(), 1, "exactly one of eight clients takes the lock");
+    assert_eq!(db.query::<i64>("SELECT COUNT(*) FROM $db.fencelock_epoch").await, [1]);
+    leases[0].release().await.unwrap();
+    for c in clients {
+        c.close().await;
+    }
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_compare_byte_for_byte() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    // A text column's default collation would make these one lock: case folded, trailing spaces padded.
+    let client = Client::connect(&db.url).await.unwrap();
+    let names = ["Orders", "orders", "orders ", "ørders"];
+    let mut leases = Vec::new();
+    for name in names {
+        let lease = client.try_lock(name, &LockOptions::default()).await.unwrap();
+        leases.push(lease.unwrap_or_else(|| panic!("{name:?} was taken by another name's lease")));
+    }
+    for lease in leases {
+        lease.release().await.unwrap();
+    }
+    client.close().await;
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_connection_is_made_again_on_the_next_call() {
+    let Some(mut db) = TestDb::create().await else {
+        return;
+    };
+    let client = Client::connect(&db.url).await.unwrap();
+    let held = client.lock("reconnect", &LockOptions::default()).await.unwrap();
+    let ids: Vec<u64> = db.query("SELECT id FROM information_schema.processlist WHERE db = '$db'").await;
+    assert!(!ids.is_empty(), "the client has no connection to kill");
+    for id in ids {
+        // One that ended meanwhile is "Unknown thread id".
+        let _ = db.admin.query_drop(format!("KILL CONNECTION {id}")).await;
+    }
+    // The first call may still meet a dead connection; the one after it connects afresh, and the grant survived.
+    if let Err(e) = held.renew(Some(Duration::from_secs(30))).await {
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    }
+    held.renew(Some(Duration::from_secs(30))).await.unwrap();
+    held.release().await.unwrap();
+    let after = client.try_lock("reconnect", &LockOptions::default()).await.unwrap().unwrap();
+    assert!(after.fence() > held.fence());
+    after.release().await.unwrap();
+    client.close().await;
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_schemes_share_the_table() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let maria = Client::connect(&db.url.replacen("mysql://", "mariadb://", 1)).await.unwrap();
+    let my = Client::connect(&db.url).await.unwrap();
+    let lease = maria.try_lock("scheme", &LockOptions::default()).await.unwrap().unwrap();
+    assert!(my.try_lock("scheme", &LockOptions::default()).await.unwrap().is_none());
+    assert_eq!(my.inspect("scheme").await.unwrap().holder.as_deref(), Some(lease.holder()));
+    lease.release().await.unwrap();
+    maria.close().await;
+    my.close().await;
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_register_refuses_tokens_from_before_its_tables_were_lost() {
+    let Some(mut db) = TestDb::create().await else {
+        return;
+    };
+    let (paused, other) = (Client::connect(&db.url).await.unwrap(), Client::connect(&db.url).await.unwrap());
+    let ttl = LockOptions::default().ttl(Duration::from_secs(1)).watchdog(false);
+    // The paused holder's grant runs out while it sleeps, and another client takes the lock.
+    let old = paused.lock("job", &ttl).await.unwrap();
+    let newer = other.lock("job", &LockOptions::default()).await.unwrap();
+    other.fence("out").write(newer.fence(), b"newer").await.unwrap();
+
+    // The database loses everything: the next client to connect makes the tables anew.
+    db.query::<i64>("DROP TABLE $db.fencelock_locks, $db.fencelock_fences, $db.fencelock_epoch").await;
+    let fresh = Client::connect(&db.url).await.unwrap();
+    // A paused holder writes with its token from before the loss: an empty register without an epoch would take it.
+    let err = fresh.fence("out").write(old.fence(), b"stale").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    let err = fresh.fence("out").write(newer.fence(), b"also from before").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    // A grant made after the loss is above the epoch and is taken.
+    let now = fresh.lock("job", &LockOptions::default()).await.unwrap();
+    fresh.fence("out").write(now.fence(), b"after").await.unwrap();
+    fresh.fence("out").write(now.fence(), b"after").await.unwrap(); // the same write again is no refusal
+    assert_eq!(fresh.fence("out").read().await.unwrap(), (now.fence(), b"after".to_vec()));
+    now.release().await.unwrap();
+    drop((old, newer));
+    for c in [paused, other, fresh] {
+        c.close().await;
+    }
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_checked_and_never_shown() {
+    let Some(mut db) = TestDb::create().await else {
+        return;
+    };
+    let user = format!("u{}", &db.name[12..24]);
+    db.query::<i64>(&format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'right-pw'")).await;
+    // Rows only: a user who may not create tables connects once someone else made them.
+    db.query::<i64>(&format!("GRANT SELECT, INSERT, UPDATE ON $db.* TO '{user}'@'%'")).await;
+    let host = db.url.split("@").nth(1).unwrap().to_string();
+    let opts = ClientOptions::default().connect_timeout(Duration::from_secs(5));
+
+    let err = Client::connect_with(&format!("mysql://{user}:wrong-pw@{host}"), &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(!err.retryable(), "a refused password is not worth retrying: {err}");
+    assert!(err.message().contains("authentication failed") && !err.message().contains("wrong-pw"), "{err}");
+
+    let err = Client::connect_with(&format!("mysql://{user}:right-pw@{host}"), &opts).await.unwrap_err();
+    assert!(err.message().contains("fencelock tables") && !err.message().contains("right-pw"), "{err}");
+    Client::connect(&db.url).await.unwrap().close().await; // root makes the tables
+    let limited = Client::connect_with(&format!("mysql://{user}:right-pw@{host}"), &opts).await.unwrap();
+    assert!(!limited.url().contains("right-pw"), "{}", limited.url());
+    let lease = limited.lock("limited", &LockOptions::default()).await.unwrap();
+    lease.release().await.unwrap();
+    limited.close().await;
+    db.query::<i64>(&format!("DROP USER '{user}'@'%'")).await;
+    db.finish().await;
+}
+
+/// Errors that need no server: they name the host, never the password, and come within the connect timeout.
+#[tokio::test]
+async fn bad_urls_and_dead_servers_give_clear_errors() {
+    let opts = ClientOptions::default().connect_timeout(Duration::from_millis(500));
+    let err = Client::connect_with("mysql://u:sekrit@127.0.0.1:1/db", &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.message().contains("127.0.0.1:1") && !err.message().contains("sekrit"), "{err}");
+
+    // A server that accepts connections and never answers: the connect timeout bounds the wait.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("mysql://u@{}/db", silent.local_addr().unwrap());
+    let started = Instant::now();
+    let err = Client::connect_with(&url, &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+
+    for (url, kind, says) in [
+        ("mysql://h:notaport/db", ErrorKind::InvalidArgument, "mysql://h:notaport/db"),
+        ("mysql://u:sekrit@127.0.0.1:1", ErrorKind::InvalidArgument, "names no database"),
+        ("mariadb://u@127.0.0.1:1/db?nonsense=1", ErrorKind::InvalidArgument, "nonsense"),
+        ("mysql://u:sekrit@127.0.0.1:1/db?ssl-mode=REQUIRED", ErrorKind::Unsupported, "TLS"),
+    ] {
+        let err = Client::connect_with(url, &opts).await.unwrap_err();
+        assert_eq!(err.kind(), kind, "{url}: {err}");
+        assert!(err.message().contains(says) && !err.message().contains("sekrit"), "{url}: {err}");
+    }
+}
+
+#[test]
+fn database_names_are_replaced() {
+    assert_eq!(with_dbname("mysql://u@h:1/a", "b"), "mysql://u@h:1/b");
+    assert_eq!(with_dbname("mysql://h:1", "b"), "mysql://h:1/b");
+}
