@@ -1,5 +1,5 @@
-//! Command line: `[--backend sqlite|memory|redis|etcd|zk|postgres|redlock|all] [--seconds N] [--redis URL]
-//! [--etcd URL] [--zk URL] [--postgres URL] [--redlock URL]`, hand-parsed to keep the benchmark's dependencies to
+//! Command line: `[--backend sqlite|memory|redis|etcd|zk|postgres|mysql|redlock|all] [--seconds N] [--redis URL]
+//! [--etcd URL] [--zk URL] [--postgres URL] [--redlock URL] [--mysql URL]`, hand-parsed to keep the benchmark's dependencies to
 //! the crates it measures.
 
 use std::time::Duration;
@@ -15,6 +15,7 @@ pub enum Which {
     Etcd,
     Zk,
     Postgres,
+    Mysql,
     Redlock,
     All,
     /// Figure 4 only (not part of `all`: it needs the release `fencelockd` binary).
@@ -23,12 +24,13 @@ pub enum Which {
 
 /// The backends that need a server: the flag, the environment variable that defaults it, and the URL schemes
 /// `FENCELOCK_URL` may carry to default it as well.
-pub const SERVERS: [(Which, &str, &str, &[&str]); 5] = [
+pub const SERVERS: [(Which, &str, &str, &[&str]); 6] = [
     (Which::Redis, "redis", "FENCELOCK_TEST_REDIS", &["redis://", "rediss://"]),
     (Which::Etcd, "etcd", "FENCELOCK_TEST_ETCD", &["etcd://"]),
     (Which::Zk, "zk", "FENCELOCK_TEST_ZK", &["zk://"]),
     (Which::Postgres, "postgres", "FENCELOCK_TEST_POSTGRES", &["postgres://", "postgresql://"]),
     (Which::Redlock, "redlock", "FENCELOCK_TEST_REDLOCK", &["redlock://"]),
+    (Which::Mysql, "mysql", "FENCELOCK_TEST_MYSQL", &["mysql://", "mariadb://"]),
 ];
 
 #[derive(Debug)]
@@ -41,9 +43,9 @@ pub struct Args {
 }
 
 const USAGE: &str =
-    "usage: fencelock-bench [--backend sqlite|memory|redis|etcd|zk|postgres|redlock|all|fencelockd] [--seconds N]
-                       [--redis URL] [--etcd URL] [--zk URL] [--postgres URL] [--redlock URL]
-  each server URL defaults to FENCELOCK_TEST_<BACKEND> (REDIS, ETCD, ZK, POSTGRES, REDLOCK), else to FENCELOCK_URL
+    "usage: fencelock-bench [--backend sqlite|memory|redis|etcd|zk|postgres|mysql|redlock|all|fencelockd] [--seconds N]
+                       [--redis URL] [--etcd URL] [--zk URL] [--postgres URL] [--redlock URL] [--mysql URL]
+  each server URL defaults to FENCELOCK_TEST_<BACKEND> (REDIS, ETCD, ZK, POSTGRES, REDLOCK, MYSQL), else to FENCELOCK_URL
   when it has that backend's scheme; `all` skips a server backend that has no URL;
   `fencelockd` runs figure 4 (lock+unlock through fencelockd vs the SDK) on SQLite and each server with a URL";
 
@@ -74,7 +76,7 @@ impl Args {
                             Some((w, _, _, _)) => *w,
                             None => {
                                 return Err(format!(
-                                    "--backend {other:?}: expected sqlite, memory, redis, etcd, zk, postgres, redlock, \
+                                    "--backend {other:?}: expected sqlite, memory, redis, etcd, zk, postgres, mysql, redlock, \
                                      all or fencelockd"
                                 )
                                 .into());

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use args::{Args, SERVERS, Which};
-use baseline::{Baseline, EtcdRaw, MemoryRaw, PostgresRaw, RedisRaw, RedlockRaw, SqliteRaw, ZkRaw};
+use baseline::{Baseline, EtcdRaw, MemoryRaw, MysqlRaw, PostgresRaw, RedisRaw, RedlockRaw, SqliteRaw, ZkRaw};
 use report::Table;
 
 pub type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -134,6 +134,7 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
             Which::Zk => (Baseline::Zk(ZkRaw::connect(url).await?), consensus, false),
             Which::Postgres => (Baseline::Postgres(PostgresRaw::connect(url).await?), throughput, false),
             Which::Redlock => (Baseline::Redlock(RedlockRaw::connect(url).await?), throughput, false),
+            Which::Mysql => (Baseline::Mysql(MysqlRaw::connect(url).await?), throughput, false),
             Which::Sqlite | Which::Memory | Which::All | Which::Fencelockd => unreachable!("not a server backend"),
         };
         let run = Run { label: name.into(), url: url.to_string(), raw, targets, many };

@@ -3,6 +3,7 @@
 
 mod etcd;
 mod memory;
+mod mysql;
 mod postgres;
 mod redis;
 mod redlock;
@@ -16,6 +17,7 @@ use crate::stats::Samples;
 
 pub use self::etcd::EtcdRaw;
 pub use self::memory::MemoryRaw;
+pub use self::mysql::MysqlRaw;
 pub use self::postgres::PostgresRaw;
 pub use self::redis::RedisRaw;
 pub use self::redlock::{RedlockRaw, instance_urls};
@@ -30,6 +32,7 @@ pub enum Baseline {
     Etcd(EtcdRaw),
     Zk(ZkRaw),
     Postgres(PostgresRaw),
+    Mysql(MysqlRaw),
     Redlock(RedlockRaw),
 }
 
@@ -43,6 +46,7 @@ impl Baseline {
             Baseline::Etcd(e) => e.cycles(span).await,
             Baseline::Zk(z) => z.cycles(span).await,
             Baseline::Postgres(p) => p.cycles(span).await,
+            Baseline::Mysql(m) => m.cycles(span).await,
             Baseline::Redlock(r) => r.cycles(span).await,
         }
     }
@@ -56,6 +60,7 @@ impl Baseline {
             Baseline::Etcd(e) => e.round_trips(n).await,
             Baseline::Zk(z) => z.round_trips(n).await,
             Baseline::Postgres(p) => p.round_trips(n).await,
+            Baseline::Mysql(m) => m.round_trips(n).await,
             Baseline::Redlock(r) => r.round_trips(n).await,
         }
     }
@@ -70,6 +75,11 @@ impl Baseline {
             Baseline::Zk(_) => "create EPHEMERAL_SEQUENTIAL + delete, one session".into(),
             Baseline::Postgres(_) => {
                 "prepared INSERT … ON CONFLICT DO UPDATE … RETURNING + UPDATE, one connection, table bench_raw".into()
+            }
+            Baseline::Mysql(_) => {
+                "prepared INSERT … ON DUPLICATE KEY UPDATE (token via LAST_INSERT_ID) + UPDATE, one connection, \
+                 table bench_raw"
+                    .into()
             }
             Baseline::Redlock(r) => {
                 format!(
@@ -88,7 +98,7 @@ impl Baseline {
             Baseline::Sqlite(_) => "one UPDATE statement (one write transaction)".into(),
             Baseline::Etcd(_) => "one Put (a write: one raft commit)".into(),
             Baseline::Zk(_) => "one setData (a write: one quorum commit)".into(),
-            Baseline::Postgres(_) => "one prepared UPDATE (one write transaction)".into(),
+            Baseline::Postgres(_) | Baseline::Mysql(_) => "one prepared UPDATE (one write transaction)".into(),
             Baseline::Redlock(r) => format!("PING to {} instances in parallel", r.len()),
         }
     }

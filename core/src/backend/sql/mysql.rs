@@ -220,6 +220,9 @@ fn options(url: &str, opts: &ClientOptions) -> Result<(Opts, String)> {
 #[derive(Debug)]
 pub(crate) struct MysqlBackend {
     pool: Pool,
+    /// One connection kept out of the pool for calls that do not overlap: the pool's hand-back goes through a
+    /// recycler task, which costs a cross-task wake-up per statement.
+    kept: tokio::sync::Mutex<Option<Conn>>,
     url: String,
     opts: ClientOptions,
 }
@@ -227,7 +230,8 @@ pub(crate) struct MysqlBackend {
 /// Opens the backend `url` names.
 pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
     let (driver, shown) = options(url, opts)?;
-    let backend = MysqlBackend { pool: Pool::new(driver), url: shown, opts: opts.clone() };
+    let backend =
+        MysqlBackend { pool: Pool::new(driver), kept: tokio::sync::Mutex::default(), url: shown, opts: opts.clone() };
     // Connect now, so a bad address, credential or schema problem is reported by connect rather than by a lock.
     tokio::time::timeout(opts.connect_timeout, backend.prepare_schema()).await.map_err(|_| {
         Error::unavailable(format!("{}: no connection within {:?}", backend.url, opts.connect_timeout))
@@ -279,27 +283,40 @@ impl MysqlBackend {
     }
 
     /// Runs one prepared statement (cached per connection, so one round trip after its first use) within the
-    /// request timeout. A connection that times out is dropped mid-statement, so the pool never hands it out again.
+    /// request timeout, retrying a deadlock victim.
     async fn exec(&self, sql: &'static str, params: Params) -> Result<Reply> {
         let mut attempts = 0;
         loop {
-            let request = async {
-                let mut conn = self.conn().await?;
-                let rows: Vec<Row> = match conn.exec(sql, params.clone()).await {
-                    Ok(rows) => rows,
-                    Err(e) => return Ok(Err(e)),
-                };
-                Ok(Ok(Reply { rows, affected: conn.affected_rows(), last_insert_id: conn.last_insert_id() }))
-            };
-            let reply = tokio::time::timeout(self.opts.request_timeout, request).await.map_err(|_| {
-                Error::unavailable(format!("{}: no reply within {:?}", self.url, self.opts.request_timeout))
-            })??;
+            let reply =
+                tokio::time::timeout(self.opts.request_timeout, self.exec_once(sql, params.clone())).await.map_err(
+                    |_| Error::unavailable(format!("{}: no reply within {:?}", self.url, self.opts.request_timeout)),
+                )??;
             match reply {
                 Err(e) if Self::is_deadlock(&e) && attempts < DEADLOCK_RETRIES => attempts += 1,
                 Err(e) => return Err(self.err(e)),
                 Ok(reply) => return Ok(reply),
             }
         }
+    }
+
+    /// One statement on the kept connection when it is free, else on one from the pool. The kept one is taken out
+    /// of its slot for the call: if the call is dropped mid-statement (a timeout, a cancelled acquire), the
+    /// connection goes back to the pool, which cleans it up, and the slot is refilled by a later call.
+    async fn exec_once(&self, sql: &'static str, params: Params) -> Result<Result<Reply, mysql_async::Error>> {
+        let mut kept = self.kept.try_lock().ok();
+        let mut conn = match kept.as_mut().and_then(|slot| slot.take()) {
+            Some(conn) => conn,
+            None => self.conn().await?,
+        };
+        let reply = match conn.exec(sql, params).await {
+            Ok(rows) => Ok(Reply { rows, affected: conn.affected_rows(), last_insert_id: conn.last_insert_id() }),
+            Err(e) => Err(e),
+        };
+        let healthy = reply.as_ref().err().is_none_or(|e| !e.is_fatal());
+        if let Some(slot) = kept.as_mut().filter(|_| healthy) {
+            **slot = Some(conn);
+        }
+        Ok(reply)
     }
 
     /// Creates the tables if they are missing, one client at a time.
@@ -427,8 +444,10 @@ impl Backend for MysqlBackend {
     }
 
     async fn close(&self) {
-        // Idle connections close now; ones in use close when their call lets go of them.
-        let _ = self.pool.clone().disconnect().await;
+        // The pool's disconnect waits for every connection to come back: the kept one first, then those in calls,
+        // which the request timeout bounds.
+        drop(self.kept.lock().await.take());
+        let _ = tokio::time::timeout(self.opts.request_timeout, self.pool.clone().disconnect()).await;
     }
 }
 
