@@ -5,25 +5,28 @@
 #   scripts/services.sh stop  [DIR]   stops only the processes DIR/pids records, then removes DIR
 #   scripts/services.sh restart MEMBER [DIR]   starts a cluster member a test killed (e.g. etcd-cluster-2) again
 #
-# FENCELOCK_SERVICES="redis redlock redis-cluster etcd zk postgres etcd-cluster zk-ensemble" starts a subset
-# (default: all of them).
+# FENCELOCK_SERVICES="redis redlock redis-cluster etcd zk postgres mysql etcd-cluster zk-ensemble" starts a subset
+# (default: all of them; mysql is MariaDB, Debian's mariadb-server).
 # DIR/env exports FENCELOCK_SERVICES_DIR and, per service started:
 #   FENCELOCK_TEST_REDIS, FENCELOCK_TEST_REDLOCK, FENCELOCK_TEST_REDLOCK_PORTS, FENCELOCK_TEST_REDIS_CLUSTER,
 #   FENCELOCK_TEST_ETCD, FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES,
+#   FENCELOCK_TEST_MYSQL (root, no password) and FENCELOCK_TEST_MYSQL_AUTH (user fencelock, password fencelock-pw),
 #   FENCELOCK_TEST_ETCD_CLUSTER and FENCELOCK_TEST_ZK_ENSEMBLE (three members each; with _PORTS, _PIDS, and the
 #   _PIDFILE and _RESTART paths of member N: see "etcd cluster and ZooKeeper ensemble" below)
 set -euo pipefail
 
-readonly ALL_SERVICES="redis redlock redis-cluster etcd zk postgres etcd-cluster zk-ensemble"
+readonly ALL_SERVICES="redis redlock redis-cluster etcd zk postgres mysql etcd-cluster zk-ensemble"
 readonly READY_TIMEOUT=30           # seconds a server gets to answer its readiness probe
 readonly STOP_TIMEOUT=10            # seconds between the polite signal and SIGKILL
 readonly LAUNCH_ATTEMPTS=3          # a server that dies before it is ready (port taken in a race) gets new ports
 readonly MARKER=.fencelock-services # only a directory holding this file is ever deleted
 readonly ZK_CLASSPATH=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
+readonly MARIADBD=/usr/sbin/mariadbd
 
 DIR=
 PGTMP=
 PG_BIN=
+MYSQL_DIR=
 PICKED=
 PG_CMD=()
 SELECTED=() # the services asked for: words of FENCELOCK_SERVICES
@@ -117,6 +120,8 @@ ensure_packages() {
         command -v nc >/dev/null || missing+=(netcat-openbsd)
     fi
     if wants postgres; then compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql); fi
+    # mariadbd is in /usr/sbin, which a user's PATH may lack; the package brings the client tools as well.
+    if wants mysql; then [[ -x $MARIADBD ]] || missing+=(mariadb-server); fi
     ((${#missing[@]})) || return 0
 
     local sudo=()
@@ -462,6 +467,64 @@ finish_postgres() {
         die "could not create database fencelock_test (see $DIR/postgres.log)"
 }
 
+# --- mysql (MariaDB) -------------------------------------------------------------------------------------------
+
+# --no-defaults everywhere: no /etc/mysql/my.cnf, no ~/.my.cnf. mariadbd refuses to run as root unless told so.
+mysql_user_args() { if ((EUID == 0)); then echo --user=root; fi; }
+
+# A throwaway server: small buffer pool and redo log (fast to create and start), the redo log written at every
+# commit but flushed once a second (a killed server keeps its data; only an OS crash could lose the last second).
+# mariadb-install-db passes them on to its bootstrap server.
+readonly MYSQL_OPTS=(--skip-name-resolve --innodb-buffer-pool-size=32M --innodb-log-file-size=8M
+    --innodb-flush-log-at-trx-commit=2 --max-connections=300)
+
+init_mysql() {
+    local sock
+    MYSQL_DIR=$DIR/mysql
+    mkdir -p "$MYSQL_DIR"
+    # A unix socket path has at most 107 bytes; nothing uses the socket (clients use TCP), but the server needs one.
+    sock=$MYSQL_DIR/mysqld.sock
+    if ((${#sock} > 100)); then
+        sock=$(mktemp -d /tmp/fencelock-mysql.XXXXXX)
+        echo "$sock" >"$DIR/mysqlsockdir"
+        sock=$sock/mysqld.sock
+    fi
+    echo "$sock" >"$MYSQL_DIR/socket"
+    # shellcheck disable=SC2046 # mysql_user_args is zero or one word
+    if ! mariadb-install-db --no-defaults --datadir="$MYSQL_DIR/data" --auth-root-authentication-method=normal \
+        --skip-test-db $(mysql_user_args) "${MYSQL_OPTS[@]}" >>"$DIR/mysql.log" 2>&1; then
+        log_tail mysql
+        die "mariadb-install-db failed"
+    fi
+}
+
+launch_mysql() {
+    local name=$1
+    [[ -n $MYSQL_DIR ]] || init_mysql
+    pick_port
+    PORT[$name]=$PICKED
+    # shellcheck disable=SC2046 # mysql_user_args is zero or one word
+    spawn "$name" TERM "$MARIADBD" --no-defaults --datadir="$MYSQL_DIR/data" --socket="$(<"$MYSQL_DIR/socket")" \
+        --port="${PORT[$name]}" --bind-address=127.0.0.1 $(mysql_user_args) --pid-file="$MYSQL_DIR/mariadbd.pid" \
+        "${MYSQL_OPTS[@]}"
+}
+
+# mysql_root ARGS...: the mariadb client as root over TCP (a server that is not up fails within 2 s).
+mysql_root() { mariadb --no-defaults --connect-timeout=2 -h127.0.0.1 -P"${PORT[mysql]}" -uroot "$@"; }
+
+# ping exits 0 once the server accepts connections (even if it refused the login).
+probe_mysql() {
+    mariadb-admin --no-defaults --connect-timeout=2 -h127.0.0.1 -P"${PORT[$1]}" -uroot ping >/dev/null 2>&1
+}
+
+# The test database, and a user with a password for the authentication tests (root has none).
+finish_mysql() {
+    mysql_root -e "CREATE DATABASE fencelock_test;
+        CREATE USER 'fencelock'@'%' IDENTIFIED BY 'fencelock-pw';
+        GRANT ALL PRIVILEGES ON fencelock_test.* TO 'fencelock'@'%';" >>"$DIR/mysql.log" 2>&1 ||
+        die "could not create database fencelock_test and user fencelock (see $DIR/mysql.log)"
+}
+
 # --- start / stop ----------------------------------------------------------------------------------------------
 
 kind_of() {
@@ -517,6 +580,11 @@ write_env() {
         if wants postgres; then
             echo "export FENCELOCK_TEST_POSTGRES=\"postgres://postgres@127.0.0.1:${PORT[postgres]}/fencelock_test\""
         fi
+        if wants mysql; then
+            local my=127.0.0.1:${PORT[mysql]}/fencelock_test
+            echo "export FENCELOCK_TEST_MYSQL=\"mysql://root@$my\""
+            echo "export FENCELOCK_TEST_MYSQL_AUTH=\"mysql://fencelock:fencelock-pw@$my\""
+        fi
     } >"$tmp"
     mv "$tmp" "$DIR/env"
 }
@@ -553,11 +621,13 @@ do_start() {
     wants zk && instances+=(zk)
     wants etcd-cluster && instances+=(etcd-cluster)
     wants zk-ensemble && instances+=(zk-ensemble)
-    wants postgres && instances+=(postgres) # last: its initdb runs while the JVM boots
+    wants postgres && instances+=(postgres) # late: its initdb runs while the JVMs boot
+    wants mysql && instances+=(mysql)       # last: mariadb-install-db runs while the others start
     for name in "${instances[@]}"; do "launch_$(kind_of "$name")" "$name"; done
     for name in "${instances[@]}"; do await "$name"; done
     if wants redis-cluster; then finish_cluster; fi
     if wants postgres; then finish_postgres; fi
+    if wants mysql; then finish_mysql; fi
     write_env
 
     trap - EXIT INT TERM
@@ -605,6 +675,11 @@ do_stop() {
         local pgdir
         pgdir=$(<"$dir/pgdir")
         if [[ $pgdir == /tmp/fencelock-pg.* && -d $pgdir ]]; then rm -rf "$pgdir"; fi
+    fi
+    if [[ -f $dir/mysqlsockdir ]]; then
+        local sockdir
+        sockdir=$(<"$dir/mysqlsockdir")
+        if [[ $sockdir == /tmp/fencelock-mysql.* && -d $sockdir ]]; then rm -rf "$sockdir"; fi
     fi
     rm -rf "$dir"
 }

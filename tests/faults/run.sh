@@ -14,7 +14,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 readonly ROOT
 readonly LOCKTEST=$ROOT/target/debug/locktest
-readonly BACKENDS=${FENCELOCK_FAULTS_BACKENDS:-redis redlock etcd zk postgres sqlite}
+readonly BACKENDS=${FENCELOCK_FAULTS_BACKENDS:-redis redlock etcd zk postgres mysql sqlite}
 readonly SEED=${FENCELOCK_FAULTS_SEED:-$((RANDOM * 32768 + RANDOM))}
 
 log() { printf 'faults: %s\n' "$*" >&2; }

@@ -45,6 +45,9 @@ impl Profile {
         if backend.has_leader() {
             f.push(LeaderKill);
         }
+        if backend == Backend::Mysql {
+            f.push(ConnKill);
+        }
         f
     }
 }
@@ -69,10 +72,12 @@ pub enum Fault {
     ProxyFreeze,
     /// Close the holder's connections and refuse new ones (a client partition).
     ProxyCut,
+    /// MySQL: the server ends every client connection (`KILL <id>`), as an administrator or a failover would.
+    ConnKill,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::ClientPause,
         Fault::ClientKill,
         Fault::ClockJump,
@@ -82,6 +87,7 @@ impl Fault {
         Fault::ProxyDelay,
         Fault::ProxyFreeze,
         Fault::ProxyCut,
+        Fault::ConnKill,
     ];
 
     pub fn parse(name: &str) -> Result<Fault, String> {
@@ -102,6 +108,7 @@ impl Fault {
             Fault::ProxyDelay => "proxy-delay",
             Fault::ProxyFreeze => "proxy-freeze",
             Fault::ProxyCut => "proxy-cut",
+            Fault::ConnKill => "conn-kill",
         }
     }
 }
@@ -129,7 +136,7 @@ pub fn schedule(rng: &mut StdRng, menu: &[Fault], ttl: Duration, phase: Duration
         }
         let fault = round.pop().expect("refilled");
         let factor = match fault {
-            Fault::ServerKill | Fault::ClientKill => 0.0,
+            Fault::ServerKill | Fault::ClientKill | Fault::ConnKill => 0.0,
             Fault::ServerKillDelayed => rng.random_range(1.2..2.0),
             Fault::LeaderKill => rng.random_range(0.0..1.5),
             _ if rng.random_bool(0.2) => rng.random_range(0.2..0.6), // a control: shorter than the TTL
@@ -177,6 +184,8 @@ mod tests {
         }
         assert!(menu.contains(&Fault::LeaderKill));
         assert!(!Profile::Ci.faults(Backend::Sqlite).contains(&Fault::ServerKill));
+        assert!(Profile::Ci.faults(Backend::Mysql).contains(&Fault::ConnKill));
+        assert!(!Profile::Ci.faults(Backend::Postgres).contains(&Fault::ConnKill));
         assert_eq!(Profile::Canary.faults(Backend::Redis), vec![Fault::ClientPause]);
     }
 

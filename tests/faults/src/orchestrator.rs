@@ -336,6 +336,15 @@ impl Run {
                 let pid = m.pid;
                 self.nemesis_event("stop", step.fault, vec![name], pid, format!("restarted after {ms}ms"));
             }
+            Fault::ConnKill => {
+                let m = &self.servers.members[0];
+                let (name, pid) = (m.name.clone(), m.pid);
+                self.nemesis_event("start", step.fault, vec![name.clone()], pid, "KILL every client connection".into());
+                let (ids, gone) = self.servers.kill_connections().await?;
+                let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+                let detail = format!("killed {} connection(s) [{}], {gone} already gone", ids.len(), ids.join(" "));
+                self.nemesis_event("stop", step.fault, vec![name], pid, detail);
+            }
             Fault::ProxyDelay | Fault::ProxyFreeze | Fault::ProxyCut => {
                 let Some(i) = self.target(&all, step.pick) else { return Ok(()) };
                 let client = self.slots[i].client.clone();

@@ -16,6 +16,8 @@ pub enum Backend {
     Etcd,
     Zk,
     Postgres,
+    /// MySQL's protocol, served by MariaDB (Debian's mariadb-server).
+    Mysql,
     Sqlite,
 }
 
@@ -27,6 +29,7 @@ impl Backend {
             Backend::Etcd => "etcd(3)",
             Backend::Zk => "zk(3)",
             Backend::Postgres => "postgres",
+            Backend::Mysql => "mariadb",
             Backend::Sqlite => "sqlite",
         }
     }
@@ -39,6 +42,7 @@ impl Backend {
             Backend::Etcd => "etcd",
             Backend::Zk => "zk",
             Backend::Postgres => "postgres",
+            Backend::Mysql => "mysql",
             Backend::Sqlite => "sqlite",
         }
     }
@@ -162,6 +166,11 @@ fn postgres_user() -> Result<(u32, u32), String> {
     // SAFETY: non-null, as checked.
     Ok(unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
 }
+
+const MARIADBD: &str = "/usr/sbin/mariadbd";
+
+/// The database the mysql clients use; the server's `--init-file` creates it at every start, before it serves.
+pub const MYSQL_DB: &str = "fencelock_test";
 
 fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
@@ -312,6 +321,54 @@ impl Servers {
                 ]);
                 member("postgres".into(), port, &bin.join("postgres").to_string_lossy(), args, Some((uid, gid)));
             }
+            Backend::Mysql => {
+                if !Path::new(MARIADBD).exists() {
+                    return Err(format!("MariaDB not installed ({MARIADBD}: apt-get install mariadb-server)"));
+                }
+                let dir = data.join("mysql");
+                std::fs::create_dir_all(&dir).map_err(err)?;
+                let datadir = format!("--datadir={}", dir.join("data").display());
+                // A throwaway server, small and quick to start. InnoDB writes its redo log at every commit and
+                // flushes it once a second: a SIGKILLed server keeps every committed row (only an OS crash would
+                // lose the last second), so the nemesis's restarts keep the data. The suite runs as root.
+                let opts = s(&[
+                    "--user=root",
+                    "--skip-name-resolve",
+                    "--innodb-buffer-pool-size=32M",
+                    "--innodb-log-file-size=8M",
+                    "--innodb-flush-log-at-trx-commit=2",
+                    "--max-connections=300",
+                ]);
+                let out = Command::new("mariadb-install-db")
+                    .args(["--no-defaults", &datadir, "--auth-root-authentication-method=normal", "--skip-test-db"])
+                    .args(&opts)
+                    .output()
+                    .map_err(|e| format!("mariadb-install-db: {e}"))?;
+                if !out.status.success() {
+                    return Err(format!(
+                        "mariadb-install-db failed: {}{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                }
+                // Run at every start before the server serves anyone: the database exists once a client gets in.
+                let init = dir.join("init.sql");
+                std::fs::write(&init, format!("CREATE DATABASE IF NOT EXISTS {MYSQL_DB};\n")).map_err(err)?;
+                let port = free_port("127.0.0.1").map_err(err)?;
+                let args = [
+                    "--no-defaults".to_string(),
+                    datadir,
+                    format!("--socket={}", dir.join("mysqld.sock").display()),
+                    format!("--pid-file={}", dir.join("mariadbd.pid").display()),
+                    format!("--port={port}"),
+                    "--bind-address=127.0.0.1".into(),
+                    format!("--init-file={}", init.display()),
+                ]
+                .into_iter()
+                .chain(opts)
+                .collect();
+                member("mariadb".into(), port, MARIADBD, args, None);
+            }
         }
         let mut servers = Servers { backend, members, file };
         for m in &mut servers.members {
@@ -330,6 +387,7 @@ impl Servers {
             Backend::Etcd => format!("etcd://{}", hosts.join(",")),
             Backend::Zk => format!("zk://{}", hosts.join(",")),
             Backend::Postgres => format!("postgres://postgres@{}/postgres", hosts[0]),
+            Backend::Mysql => format!("mysql://root@{}/{MYSQL_DB}", hosts[0]),
         }
     }
 
@@ -372,6 +430,38 @@ impl Servers {
         }
     }
 
+    /// MySQL: ends every connection of the lock clients with `KILL <id>` (the mariadb CLI straight to the server's
+    /// port, never through a proxy). Returns the ids it found, and how many of them had gone before their KILL.
+    pub async fn kill_connections(&self) -> Result<(Vec<u64>, usize), String> {
+        let m = self.members.first().filter(|m| self.backend == Backend::Mysql && m.is_running());
+        let Some(m) = m else {
+            return Err(format!("{}: no running server to kill connections on", self.backend.name()));
+        };
+        let select =
+            format!("SELECT id FROM information_schema.processlist WHERE db = '{MYSQL_DB}' AND id <> CONNECTION_ID()");
+        // A server the previous fault restarted may still be recovering: retried until it answers, within a bound.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let ids = loop {
+            match mariadb(m.addr, &["-N", "-B", "-e", &select]).await {
+                Ok((ids, _)) => break ids,
+                Err(e) if std::time::Instant::now() >= deadline => return Err(format!("{e} (for 10 s)")),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        let ids = ids
+            .split_whitespace()
+            .map(|id| id.parse::<u64>().map_err(|e| format!("processlist id {id:?}: {e}")))
+            .collect::<Result<Vec<u64>, String>>()?;
+        if ids.is_empty() {
+            return Ok((ids, 0));
+        }
+        // --force: one that ended meanwhile ("Unknown thread id") must not spare the others.
+        let kills: String = ids.iter().map(|id| format!("KILL {id};")).collect();
+        let (_, errors) = mariadb(m.addr, &["--force", "-e", &kills]).await?;
+        let gone = errors.lines().filter(|l| l.starts_with("ERROR 1094 ")).count();
+        Ok((ids, gone))
+    }
+
     pub fn stop(&mut self) {
         for m in &mut self.members {
             m.kill();
@@ -383,6 +473,33 @@ impl Drop for Servers {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Runs the mariadb CLI as root on `addr`; returns stdout and stderr. It fails unless every error was ER_NO_SUCH_THREAD
+/// (1094, "Unknown thread id": a connection that ended before its KILL).
+async fn mariadb(addr: SocketAddr, args: &[&str]) -> Result<(String, String), String> {
+    let run = tokio::process::Command::new("mariadb")
+        .args(["--no-defaults", "--connect-timeout=2", "-uroot", "-h"])
+        .arg(addr.ip().to_string())
+        .arg(format!("-P{}", addr.port()))
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .map_err(|_| "mariadb CLI: no answer within 10 s".to_string())?
+        .map_err(|e| format!("mariadb CLI: {e}"))?;
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    // With --force the CLI goes on after an error and prints each one as an `ERROR <code> …` line (after the
+    // statement, boxed in dashes); a non-zero exit with no such line is a CLI that could not run or connect.
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("ERROR")).collect();
+    let unknown = |l: &&str| l.starts_with("ERROR 1094 ");
+    if !out.status.success() && (errors.is_empty() || !errors.iter().all(unknown)) {
+        return Err(format!("mariadb CLI {args:?}: {}: {}", out.status, stderr.trim()));
+    }
+    Ok((stdout, stderr))
 }
 
 async fn four_letter(addr: SocketAddr, word: &str) -> Option<String> {
