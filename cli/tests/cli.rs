@@ -15,6 +15,8 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// A fresh directory holding the test's database and files, removed afterwards.
 struct Scratch {
     dir: PathBuf,
+    /// Where the locks live: the scratch SQLite file, or a test server's URL.
+    url: String,
 }
 
 impl Scratch {
@@ -27,11 +29,32 @@ impl Scratch {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        Scratch { dir }
+        Scratch { url: format!("sqlite:{}", dir.join("locks.db").display()), dir }
+    }
+
+    /// A scratch directory whose locks live on the server that `var` names, as the test command sets it; `None`
+    /// (skipped) when it is unset, unless the test command requires every server.
+    fn served(var: &str) -> Option<Self> {
+        match std::env::var(var) {
+            Ok(url) if !url.is_empty() => {
+                let mut s = Scratch::new();
+                s.url = url;
+                Some(s)
+            }
+            _ if std::env::var("FENCELOCK_REQUIRE_SERVICES").as_deref() == Ok("1") => {
+                panic!("{var} is not set but FENCELOCK_REQUIRE_SERVICES=1")
+            }
+            _ => None,
+        }
     }
 
     fn url(&self) -> String {
-        format!("sqlite:{}", self.dir.join("locks.db").display())
+        self.url.clone()
+    }
+
+    /// A lock name of this scratch alone: a server's tables outlive the test.
+    fn unique(&self, base: &str) -> String {
+        format!("{base}-{}", self.dir.file_name().unwrap().to_string_lossy())
     }
 
     fn path(&self, file: &str) -> PathBuf {
@@ -217,13 +240,16 @@ fn exits_with_the_commands_status_and_prints_nothing_of_its_own() {
 
 #[test]
 fn the_command_sees_the_name_and_token() {
-    let s = Scratch::new();
-    let out = s.output("run", &["jobs/nightly", "--", "sh", "-c", "echo \"$FENCELOCK_NAME $FENCELOCK_TOKEN\""]);
+    sees_the_name_and_token(&Scratch::new(), "jobs/nightly");
+}
+
+fn sees_the_name_and_token(s: &Scratch, lock: &str) {
+    let out = s.output("run", &[lock, "--", "sh", "-c", "echo \"$FENCELOCK_NAME $FENCELOCK_TOKEN\""]);
     assert_eq!(code(out.status), 0, "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let (name, token) = stdout.trim().split_once(' ').unwrap();
-    assert_eq!(name, "jobs/nightly");
-    let status = s.status("jobs/nightly");
+    assert_eq!(name, lock);
+    let status = s.status(lock);
     assert!(status.contains(&("last token".into(), token.into())), "{status:?} vs token {token}");
 }
 
@@ -239,12 +265,15 @@ fn verbose_reports_acquire_and_release_on_stderr() {
 
 #[test]
 fn concurrent_runs_never_overlap_and_tokens_rise() {
-    let s = Scratch::new();
+    never_overlap(&Scratch::new(), "x");
+}
+
+fn never_overlap(s: &Scratch, lock: &str) {
     let log = s.path("log");
     let script = "echo \"start $FENCELOCK_TOKEN\" >> \"$1\"; sleep 0.05; echo \"end $FENCELOCK_TOKEN\" >> \"$1\"";
     let log_arg = log.to_str().unwrap();
     let runs: Vec<Proc> =
-        (0..4).map(|_| Proc::spawn(s.cmd("run", &["x", "--", "sh", "-c", script, "sh", log_arg]))).collect();
+        (0..4).map(|_| Proc::spawn(s.cmd("run", &[lock, "--", "sh", "-c", script, "sh", log_arg]))).collect();
     for run in runs {
         let out = run.finish();
         assert_eq!(code(out.status), 0, "{}", text(&out.stderr));
@@ -262,29 +291,36 @@ fn concurrent_runs_never_overlap_and_tokens_rise() {
 
 #[test]
 fn timeout_gives_up_with_124() {
-    let s = Scratch::new();
-    let holder = hold(&s, "x");
+    gives_up_with_124(&Scratch::new(), "x");
+}
+
+fn gives_up_with_124(s: &Scratch, lock: &str) {
+    let holder = hold(s, lock);
     let started = Instant::now();
-    let out = s.output("run", &["--timeout", "0.3", "x", "--", "echo", "must not run"]);
+    let out = s.output("run", &["--timeout", "0.3", lock, "--", "echo", "must not run"]);
     assert_eq!(code(out.status), 124);
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(out.stdout.is_empty(), "the command ran: {out:?}");
     let err = text(&out.stderr);
-    assert!(err.contains("timed out") && err.contains("\"x\"") && err.lines().count() == 1, "{err}");
+    assert!(err.contains("timed out") && err.contains(&format!("{lock:?}")) && err.lines().count() == 1, "{err}");
     assert_eq!(code(holder.finish().status), 0);
 }
 
 #[test]
 fn lost_lock_terminates_the_command() {
-    let s = Scratch::new();
+    lost_lock_terminates(&Scratch::new(), "x");
+}
+
+fn lost_lock_terminates(s: &Scratch, lock: &str) {
     let marker = s.path("marker");
     // The command records that it started and that SIGTERM reached it; `wait` lets the trap run at once.
     let script = "trap 'kill $!; echo terminated >> \"$1\"; exit 143' TERM; echo started >> \"$1\"; sleep 30 & wait";
-    let run = Proc::spawn(s.cmd("run", &["--ttl", "1", "x", "--", "sh", "-c", script, "sh", marker.to_str().unwrap()]));
+    let run =
+        Proc::spawn(s.cmd("run", &["--ttl", "1", lock, "--", "sh", "-c", script, "sh", marker.to_str().unwrap()]));
     eventually("the command to start", || std::fs::read_to_string(&marker).ok().filter(|m| m.contains("started")));
 
-    let out = s.output("release", &["--force", "x"]);
-    assert!(text(&out.stdout).starts_with("released x"), "{out:?}");
+    let out = s.output("release", &["--force", lock]);
+    assert!(text(&out.stdout).starts_with(&format!("released {lock}")), "{out:?}");
 
     let started = Instant::now();
     let out = run.finish();
@@ -293,6 +329,17 @@ fn lost_lock_terminates_the_command() {
     let err = text(&out.stderr);
     assert!(err.contains("lost") && err.lines().count() == 1, "{err}");
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "started\nterminated\n");
+}
+
+#[test]
+fn mysql_urls_work_as_sqlite_ones_do() {
+    let Some(s) = Scratch::served("FENCELOCK_TEST_MYSQL") else {
+        return;
+    };
+    sees_the_name_and_token(&s, &s.unique("jobs/nightly"));
+    never_overlap(&s, &s.unique("x"));
+    gives_up_with_124(&s, &s.unique("t"));
+    lost_lock_terminates(&s, &s.unique("l"));
 }
 
 #[test]
