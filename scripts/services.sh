@@ -10,7 +10,9 @@
 # DIR/env exports FENCELOCK_SERVICES_DIR and, per service started:
 #   FENCELOCK_TEST_REDIS, FENCELOCK_TEST_REDLOCK, FENCELOCK_TEST_REDLOCK_PORTS, FENCELOCK_TEST_REDIS_CLUSTER,
 #   FENCELOCK_TEST_ETCD, FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES,
-#   FENCELOCK_TEST_MYSQL (root, no password) and FENCELOCK_TEST_MYSQL_AUTH (user fencelock, password fencelock-pw),
+#   FENCELOCK_TEST_MYSQL (root, no password), FENCELOCK_TEST_MYSQL_AUTH (user fencelock, password fencelock-pw),
+#   FENCELOCK_TEST_MYSQL_TLS (a user the server admits over TLS only) with FENCELOCK_TEST_MYSQL_CA (the CA of the
+#   server's certificate, for 127.0.0.1) and FENCELOCK_TEST_MYSQL_WRONG_CA (a CA that signed nothing),
 #   FENCELOCK_TEST_ETCD_CLUSTER and FENCELOCK_TEST_ZK_ENSEMBLE (three members each; with _PORTS, _PIDS, and the
 #   _PIDFILE and _RESTART paths of member N: see "etcd cluster and ZooKeeper ensemble" below)
 set -euo pipefail
@@ -121,7 +123,10 @@ ensure_packages() {
     fi
     if wants postgres; then compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql); fi
     # mariadbd is in /usr/sbin, which a user's PATH may lack; the package brings the client tools as well.
-    if wants mysql; then [[ -x $MARIADBD ]] || missing+=(mariadb-server); fi
+    if wants mysql; then
+        [[ -x $MARIADBD ]] || missing+=(mariadb-server)
+        command -v openssl >/dev/null || missing+=(openssl) # the TLS tests' certificates
+    fi
     ((${#missing[@]})) || return 0
 
     local sudo=()
@@ -490,12 +495,31 @@ init_mysql() {
         sock=$sock/mysqld.sock
     fi
     echo "$sock" >"$MYSQL_DIR/socket"
+    make_mysql_certs "$MYSQL_DIR/tls"
     # shellcheck disable=SC2046 # mysql_user_args is zero or one word
     if ! mariadb-install-db --no-defaults --datadir="$MYSQL_DIR/data" --auth-root-authentication-method=normal \
         --skip-test-db $(mysql_user_args) "${MYSQL_OPTS[@]}" >>"$DIR/mysql.log" 2>&1; then
         log_tail mysql
         die "mariadb-install-db failed"
     fi
+}
+
+# make_mysql_certs DIR: a CA, a server certificate it signed for 127.0.0.1 (not localhost), and a second CA that signed
+# nothing (the wrong CA of the TLS tests). EC keys: quick to make.
+make_mysql_certs() {
+    local d=$1 key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    mkdir -p "$d"
+    {
+        openssl req -x509 "${key[@]}" -days 3 -subj /CN=fencelock-test-ca -keyout "$d/ca.key" -out "$d/ca.pem" \
+            -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign &&
+            openssl req -x509 "${key[@]}" -days 3 -subj /CN=fencelock-wrong-ca -keyout "$d/wrong-ca.key" \
+                -out "$d/wrong-ca.pem" -addext basicConstraints=critical,CA:TRUE &&
+            openssl req "${key[@]}" -subj /CN=127.0.0.1 -keyout "$d/server.key" -out "$d/server.csr" &&
+            printf '%s\n' subjectAltName=IP:127.0.0.1 basicConstraints=CA:FALSE \
+                extendedKeyUsage=serverAuth >"$d/server.ext" &&
+            openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 3 \
+                -extfile "$d/server.ext" -out "$d/server.pem"
+    } >>"$DIR/mysql.log" 2>&1 || die "could not make the MariaDB test certificates (see $DIR/mysql.log)"
 }
 
 launch_mysql() {
@@ -506,7 +530,8 @@ launch_mysql() {
     # shellcheck disable=SC2046 # mysql_user_args is zero or one word
     spawn "$name" TERM "$MARIADBD" --no-defaults --datadir="$MYSQL_DIR/data" --socket="$(<"$MYSQL_DIR/socket")" \
         --port="${PORT[$name]}" --bind-address=127.0.0.1 $(mysql_user_args) --pid-file="$MYSQL_DIR/mariadbd.pid" \
-        "${MYSQL_OPTS[@]}"
+        "${MYSQL_OPTS[@]}" --ssl-ca="$MYSQL_DIR/tls/ca.pem" --ssl-cert="$MYSQL_DIR/tls/server.pem" \
+        --ssl-key="$MYSQL_DIR/tls/server.key"
 }
 
 # mysql_root ARGS...: the mariadb client as root over TCP (a server that is not up fails within 2 s).
@@ -521,8 +546,10 @@ probe_mysql() {
 finish_mysql() {
     mysql_root -e "CREATE DATABASE fencelock_test;
         CREATE USER 'fencelock'@'%' IDENTIFIED BY 'fencelock-pw';
-        GRANT ALL PRIVILEGES ON fencelock_test.* TO 'fencelock'@'%';" >>"$DIR/mysql.log" 2>&1 ||
-        die "could not create database fencelock_test and user fencelock (see $DIR/mysql.log)"
+        GRANT ALL PRIVILEGES ON fencelock_test.* TO 'fencelock'@'%';
+        CREATE USER 'fencelock_tls'@'%' IDENTIFIED BY 'tls-pw' REQUIRE SSL;
+        GRANT ALL PRIVILEGES ON fencelock_test.* TO 'fencelock_tls'@'%';" >>"$DIR/mysql.log" 2>&1 ||
+        die "could not create database fencelock_test and its users (see $DIR/mysql.log)"
 }
 
 # --- start / stop ----------------------------------------------------------------------------------------------
@@ -584,6 +611,9 @@ write_env() {
             local my=127.0.0.1:${PORT[mysql]}/fencelock_test
             echo "export FENCELOCK_TEST_MYSQL=\"mysql://root@$my\""
             echo "export FENCELOCK_TEST_MYSQL_AUTH=\"mysql://fencelock:fencelock-pw@$my\""
+            echo "export FENCELOCK_TEST_MYSQL_TLS=\"mysql://fencelock_tls:tls-pw@$my\""
+            echo "export FENCELOCK_TEST_MYSQL_CA=\"$MYSQL_DIR/tls/ca.pem\""
+            echo "export FENCELOCK_TEST_MYSQL_WRONG_CA=\"$MYSQL_DIR/tls/wrong-ca.pem\""
         fi
     } >"$tmp"
     mv "$tmp" "$DIR/env"

@@ -214,7 +214,7 @@ async fn bad_urls_and_dead_servers_give_clear_errors() {
         ("mysql://h:notaport/db", ErrorKind::InvalidArgument, "mysql://h:notaport/db"),
         ("mysql://u:sekrit@127.0.0.1:1", ErrorKind::InvalidArgument, "names no database"),
         ("mariadb://u@127.0.0.1:1/db?nonsense=1", ErrorKind::InvalidArgument, "nonsense"),
-        ("mysql://u:sekrit@127.0.0.1:1/db?ssl-mode=REQUIRED", ErrorKind::Unsupported, "TLS"),
+        ("mysql://u:sekrit@127.0.0.1:1/db?ssl-mode=PREFERRED", ErrorKind::InvalidArgument, "plaintext"),
     ] {
         let err = Client::connect_with(url, &opts).await.unwrap_err();
         assert_eq!(err.kind(), kind, "{url}: {err}");
@@ -226,4 +226,48 @@ async fn bad_urls_and_dead_servers_give_clear_errors() {
 fn database_names_are_replaced() {
     assert_eq!(with_dbname("mysql://u@h:1/a", "b"), "mysql://u@h:1/b");
     assert_eq!(with_dbname("mysql://h:1", "b"), "mysql://h:1/b");
+}
+
+/// `FENCELOCK_TEST_MYSQL_TLS` names a user the server admits over TLS only; the CA files come with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_is_used_checked_and_required() {
+    let Some(tls) = support::service_url("FENCELOCK_TEST_MYSQL_TLS") else {
+        return;
+    };
+    let ca = std::env::var("FENCELOCK_TEST_MYSQL_CA").expect("FENCELOCK_TEST_MYSQL_CA with FENCELOCK_TEST_MYSQL_TLS");
+    let wrong = std::env::var("FENCELOCK_TEST_MYSQL_WRONG_CA").expect("FENCELOCK_TEST_MYSQL_WRONG_CA");
+    let opts = ClientOptions::default().connect_timeout(Duration::from_secs(5));
+
+    // Plaintext: the server refuses the user, and that is no reason to retry.
+    let err = Client::connect_with(&tls, &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("authentication failed") && !err.message().contains("tls-pw"), "{err}");
+
+    // Each checking mode with the right CA connects, locks and fences over TLS.
+    for mode in ["VERIFY_IDENTITY", "VERIFY_CA", "REQUIRED"] {
+        let url = format!("{tls}?ssl-mode={mode}&ca={ca}");
+        let client = Client::connect_with(&url, &opts).await.unwrap_or_else(|e| panic!("{mode}: {e}"));
+        let name = format!("tls-{mode}-{}", uuid::Uuid::new_v4().simple());
+        let lease = client.lock(&name, &LockOptions::default()).await.unwrap();
+        client.fence(&name).write(lease.fence(), b"over tls").await.unwrap();
+        lease.release().await.unwrap();
+        client.close().await;
+    }
+    // REQUIRED without a CA encrypts without checking the certificate, as MySQL's clients do.
+    let client = Client::connect_with(&format!("{tls}?ssl-mode=REQUIRED"), &opts).await.unwrap();
+    client.close().await;
+
+    // A CA that did not sign the server's certificate: refused, clearly and for good.
+    for mode in ["VERIFY_IDENTITY", "VERIFY_CA"] {
+        let err = Client::connect_with(&format!("{tls}?ssl-mode={mode}&ca={wrong}"), &opts).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{mode}: {err}");
+        assert!(err.message().contains("TLS") && !err.message().contains("tls-pw"), "{mode}: {err}");
+    }
+    // The right CA, another name: localhost is the same server, but its certificate names 127.0.0.1 only.
+    let other_name = tls.replacen("127.0.0.1", "localhost", 1);
+    let err = Client::connect_with(&format!("{other_name}?ssl-mode=VERIFY_IDENTITY&ca={ca}"), &opts).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    // VERIFY_CA should not look at the name, but the driver cannot skip that check: the error says so.
+    let err = Client::connect_with(&format!("{other_name}?ssl-mode=VERIFY_CA&ca={ca}"), &opts).await.unwrap_err();
+    assert!(err.message().contains("cannot skip"), "{err}");
 }

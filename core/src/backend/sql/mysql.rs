@@ -27,22 +27,23 @@
 //! no LISTEN/NOTIFY, and a `GET_LOCK` hand-off would hold a connection per waiter per lock for the whole wait.
 //!
 //! Connections come from a small pool: the protocol answers one statement at a time per connection, so concurrent
-//! renewals and acquires need a few. TLS (`ssl-mode`) is refused as unsupported until the workspace has its TLS stack
-//! (DESIGN.md §8).
+//! renewals and acquires need a few. TLS is rustls (DESIGN.md §8), chosen with MySQL's own `ssl-mode=` values and a
+//! private CA in `ca=`; plaintext stays the default, as in every MySQL driver, and `PREFERRED` is refused because
+//! its silent fallback to plaintext is what a user who asked for TLS does not want.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, Row, params};
+use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, Row, SslOpts, params};
 
 use super::{holder_ttl, lock_info, micros, stored_token};
 use crate::backend::record::{RecordAttempt, Records};
 use crate::backend::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
 };
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 
 /// The server clock in unix µs (`UTC_TIMESTAMP`, so the session's time zone and its DST steps never matter).
@@ -166,25 +167,104 @@ const MAX_CONNECTIONS: usize = 8;
 /// Retries of a statement InnoDB chose as a deadlock victim (it rolled back, so it can simply run again).
 const DEADLOCK_RETRIES: usize = 3;
 
-/// Parses a `mysql://` or `mariadb://` URL into driver options and the URL to show (no password).
-fn options(url: &str, opts: &ClientOptions) -> Result<(Opts, String)> {
+/// How a connection uses TLS: MySQL's `ssl-mode` values, with `ca=` naming a private CA's PEM file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SslMode {
+    /// Plaintext (the default, as in the driver).
+    Disabled,
+    /// TLS, the server's certificate not checked (MySQL's meaning; with `ca=` it is checked as for `VerifyCa`).
+    Required,
+    /// TLS with a certificate that the CA signed, for any host name. mysql_async 0.37 checks the name anyway (see
+    /// `err`), so in practice this is `VerifyIdentity`: stricter than asked, never looser.
+    VerifyCa,
+    /// TLS with a certificate that the CA signed for the host connected to.
+    VerifyIdentity,
+}
+
+impl SslMode {
+    fn parse(value: &str, shown: &str) -> Result<SslMode> {
+        match value.to_ascii_uppercase().as_str() {
+            "DISABLED" => Ok(SslMode::Disabled),
+            "REQUIRED" => Ok(SslMode::Required),
+            "VERIFY_CA" => Ok(SslMode::VerifyCa),
+            "VERIFY_IDENTITY" => Ok(SslMode::VerifyIdentity),
+            "PREFERRED" => Err(Error::invalid(format!(
+                "{shown}: ssl-mode=PREFERRED would fall back to plaintext unnoticed; choose REQUIRED or DISABLED"
+            ))),
+            _ => Err(Error::invalid(format!(
+                "{shown}: ssl-mode={value:?}: expected DISABLED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY"
+            ))),
+        }
+    }
+
+    /// The driver's TLS settings; `ca` is the path of a PEM file of trusted roots (else the built-in web roots).
+    fn driver_opts(self, ca: Option<&str>, shown: &str) -> Result<Option<SslOpts>> {
+        let mode = match (self, ca) {
+            (SslMode::Disabled, Some(_)) => {
+                return Err(Error::invalid(format!("{shown}: ca= given with ssl-mode=DISABLED")));
+            }
+            (SslMode::Disabled, None) => return Ok(None),
+            (SslMode::Required, Some(_)) => SslMode::VerifyCa,
+            (mode, _) => mode,
+        };
+        let mut ssl = SslOpts::default();
+        if let Some(path) = ca {
+            let pem =
+                std::fs::read(path).map_err(|e| Error::invalid(format!("{shown}: ca={path:?} cannot be read: {e}")))?;
+            ssl = ssl.with_root_certs(vec![pem.into()]).with_disable_built_in_roots(true);
+        }
+        Ok(Some(match mode {
+            SslMode::Required => ssl.with_danger_accept_invalid_certs(true),
+            SslMode::VerifyCa => ssl.with_danger_skip_domain_validation(true),
+            _ => ssl,
+        }))
+    }
+}
+
+/// `%XX` escapes of a query value decoded (a path may hold any byte).
+fn unescape(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = if bytes[i] == b'%' { value.get(i + 1..i + 3) } else { None };
+        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(b) => {
+                out.push(b);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Parses a `mysql://` or `mariadb://` URL into driver options and the URL to show (no password). fencelock's own
+/// parameters are `ssl-mode` and `ca`; the rest go to the driver, which refuses ones it does not know.
+fn options(url: &str, opts: &ClientOptions) -> Result<(Opts, String, SslMode)> {
     let shown = super::super::redact(url);
     let rest = url.split_once("://").map(|(_, r)| r).unwrap_or_default();
     let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (mut mode, mut ca) = (None, None);
     let mut passed = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
-            "ssl-mode" | "ssl_mode" | "sslmode" if value.eq_ignore_ascii_case("disabled") => {}
-            "ssl-mode" | "ssl_mode" | "sslmode" | "require_ssl" | "ca" => {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    format!("{shown}: {key}={value} asks for TLS, which is not built in yet"),
-                ));
+            "ssl-mode" | "ssl_mode" | "sslmode" => mode = Some(SslMode::parse(value, &shown)?),
+            "ca" | "ssl-ca" => ca = Some(unescape(value)),
+            "require_ssl" | "verify_ca" | "verify_identity" | "built_in_roots" => {
+                return Err(Error::invalid(format!("{shown}: {key}= is not used here: give ssl-mode= and ca=")));
             }
             _ => passed.push(pair),
         }
     }
+    // A CA alone asks for the strictest check.
+    let mode = mode.unwrap_or(if ca.is_some() { SslMode::VerifyIdentity } else { SslMode::Disabled });
+    let ssl = mode.driver_opts(ca.as_deref(), &shown)?;
+    let mode = if mode == SslMode::Required && ca.is_some() { SslMode::VerifyCa } else { mode };
     let driver_url =
         if passed.is_empty() { format!("mysql://{base}") } else { format!("mysql://{base}?{}", passed.join("&")) };
     let parsed = Opts::from_url(&driver_url).map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
@@ -203,6 +283,7 @@ fn options(url: &str, opts: &ClientOptions) -> Result<(Opts, String)> {
         // A reset per returned connection costs a round trip and would drop the session settings below.
         .with_reset_connection(false);
     let built = OptsBuilder::from_opts(parsed)
+        .ssl_opts(ssl)
         // TCP even to 127.0.0.1: the driver would otherwise switch to the server's socket file, bypassing proxies.
         .prefer_socket(false)
         .tcp_nodelay(true)
@@ -213,7 +294,7 @@ fn options(url: &str, opts: &ClientOptions) -> Result<(Opts, String)> {
             // A row lock waited on longer than a request may take is a server that stopped answering.
             format!("SET SESSION innodb_lock_wait_timeout = {wait_secs}"),
         ]);
-    Ok((built.into(), shown))
+    Ok((built.into(), shown, mode))
 }
 
 /// The MySQL / MariaDB backend.
@@ -225,13 +306,14 @@ pub(crate) struct MysqlBackend {
     kept: tokio::sync::Mutex<Option<Conn>>,
     url: String,
     opts: ClientOptions,
+    ssl_mode: SslMode,
 }
 
 /// Opens the backend `url` names.
 pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
-    let (driver, shown) = options(url, opts)?;
+    let (driver, shown, ssl_mode) = options(url, opts)?;
     let backend =
-        MysqlBackend { pool: Pool::new(driver), kept: tokio::sync::Mutex::default(), url: shown, opts: opts.clone() };
+        MysqlBackend { pool: Pool::new(driver), kept: Default::default(), url: shown, opts: opts.clone(), ssl_mode };
     // Connect now, so a bad address, credential or schema problem is reported by connect rather than by a lock.
     tokio::time::timeout(opts.connect_timeout, backend.prepare_schema()).await.map_err(|_| {
         Error::unavailable(format!("{}: no connection within {:?}", backend.url, opts.connect_timeout))
@@ -263,6 +345,15 @@ impl MysqlBackend {
                 _ => Error::internal(format!("{}: unexpected reply: {e}", self.url)),
             },
             mysql_async::Error::Url(_) => Error::invalid(format!("{}: {e}", self.url)),
+            // A certificate that does not check out is configuration, as a refused password is: retrying won't help.
+            mysql_async::Error::Io(io) if is_tls_refusal(io) => {
+                // mysql_async 0.37 skips the name check by matching rustls's old wording of the error, which
+                // rustls 0.23 no longer uses: VERIFY_CA then checks the name as well. Say so rather than mislead.
+                let strict = matches!(self.ssl_mode, SslMode::VerifyCa) && e.to_string().contains("not valid for name");
+                let note =
+                    if strict { " (VERIFY_CA checks the host name here too: the driver cannot skip it)" } else { "" };
+                Error::invalid(format!("{}: TLS handshake refused: {e}{note}", self.url))
+            }
             // I/O, a closed connection, a pool being torn down: the server or the path to it.
             _ => Error::unavailable(format!("{}: {e}", self.url)),
         }
@@ -355,6 +446,14 @@ impl MysqlBackend {
 
     async fn changed(&self, sql: &'static str, params: Params) -> Result<bool> {
         Ok(self.exec(sql, params).await?.affected > 0)
+    }
+}
+
+/// Whether an I/O error is the TLS layer refusing the server (its certificate, name or protocol), not the network.
+fn is_tls_refusal(e: &mysql_async::IoError) -> bool {
+    match e {
+        mysql_async::IoError::Tls(_) => true,
+        mysql_async::IoError::Io(io) => io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()),
     }
 }
 
@@ -482,18 +581,29 @@ impl Records for MysqlBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
 
     #[test]
     fn urls_keep_secrets_out_and_refuse_tls() {
         let opts = ClientOptions::default();
-        let (_, shown) = options("mysql://u:secret@h:3307/db", &opts).unwrap();
+        let (_, shown, _) = options("mysql://u:secret@h:3307/db", &opts).unwrap();
         assert_eq!(shown, "mysql://u@h:3307/db");
-        let (_, shown) = options("mariadb://h/db", &opts).unwrap();
+        let (_, shown, _) = options("mariadb://h/db", &opts).unwrap();
         assert_eq!(shown, "mysql://h:3306/db");
-        let err = options("mysql://u:secret@h/db?ssl-mode=REQUIRED", &opts).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Unsupported);
-        assert!(!err.message().contains("secret"), "{err}");
-        assert!(options("mysql://h/db?ssl-mode=DISABLED", &opts).is_ok());
+        for (url, says) in [
+            ("mysql://u:secret@h/db?ssl-mode=PREFERRED", "plaintext"),
+            ("mysql://u:secret@h/db?ssl-mode=maybe", "VERIFY_IDENTITY"),
+            ("mysql://u:secret@h/db?ssl-mode=DISABLED&ca=/x.pem", "DISABLED"),
+            ("mysql://u:secret@h/db?ca=/nonexistent%20dir/ca.pem", "\"/nonexistent dir/ca.pem\" cannot be read"),
+            ("mysql://u:secret@h/db?require_ssl=true", "ssl-mode="),
+        ] {
+            let err = options(url, &opts).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{url}: {err}");
+            assert!(err.message().contains(says) && !err.message().contains("secret"), "{url}: {err}");
+        }
+        for mode in ["DISABLED", "required", "VERIFY_CA", "VERIFY_IDENTITY"] {
+            assert!(options(&format!("mysql://h/db?ssl-mode={mode}"), &opts).is_ok(), "{mode}");
+        }
         let err = options("mysql://u:secret@h:3306", &opts).unwrap_err();
         assert!(err.message().contains("names no database") && !err.message().contains("secret"), "{err}");
         let err = options("mysql://h/db?nonsense=1", &opts).unwrap_err();
