@@ -241,6 +241,31 @@ async fn both_schemes_share_the_table() {
     db.finish().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_register_refuses_tokens_from_before_its_tables_were_lost() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let before = Client::connect(&db.url).await.unwrap();
+    let lease = before.lock("job", &LockOptions::default()).await.unwrap();
+    let old = lease.fence();
+    before.fence("out").write(old, b"before").await.unwrap();
+    lease.release().await.unwrap();
+    before.close().await;
+
+    db.sql().await.batch_execute("DROP TABLE fencelock_locks, fencelock_fences, fencelock_epoch").await.unwrap();
+    let after = Client::connect(&db.url).await.unwrap();
+    // A holder paused across the loss writes with its old token: an empty register without the epoch would take it.
+    let err = after.fence("out").write(old, b"stale").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    let lease = after.lock("job", &LockOptions::default()).await.unwrap();
+    after.fence("out").write(lease.fence(), b"after").await.unwrap();
+    assert_eq!(after.fence("out").read().await.unwrap(), (lease.fence(), b"after".to_vec()));
+    lease.release().await.unwrap();
+    after.close().await;
+    db.finish().await;
+}
+
 /// Errors that need no server: they name the host, never the password, and come within the connect timeout.
 #[tokio::test]
 async fn bad_urls_and_dead_servers_give_clear_errors() {

@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use fencelock::{Client, LockOptions};
+use fencelock::{Client, ErrorKind, LockOptions};
 
 fn fresh_db() -> (std::path::PathBuf, String) {
     let dir = std::env::temp_dir().join(support::unique("fencelock-sqlite"));
@@ -79,5 +79,29 @@ async fn an_acquire_dropped_in_flight_leaves_no_record() {
         }
     }
     assert!(in_flight > 0, "no acquire was dropped in flight, so nothing was tested");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recreated_file_refuses_tokens_from_before() {
+    let (dir, url) = fresh_db();
+    let before = Client::connect(&url).await.unwrap();
+    let lease = before.lock("job", &LockOptions::default()).await.unwrap();
+    let old = lease.fence();
+    before.fence("out").write(old, b"before").await.unwrap();
+    lease.release().await.unwrap();
+    before.close().await;
+
+    // The file is lost (deleted with its WAL), and the next client makes it anew.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    let after = Client::connect(&url).await.unwrap();
+    // A holder paused across the loss writes with its old token: an empty register without the epoch would take it.
+    let err = after.fence("out").write(old, b"stale").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    let lease = after.lock("job", &LockOptions::default()).await.unwrap();
+    after.fence("out").write(lease.fence(), b"after").await.unwrap();
+    lease.release().await.unwrap();
+    after.close().await;
     std::fs::remove_dir_all(dir).unwrap();
 }

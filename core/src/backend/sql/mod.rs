@@ -9,6 +9,14 @@
 //! a live row counts: an expired row of ours is already free for others.
 //!
 //! `fencelock_fences` has one row per register: a write lands iff its token is at least the stored one, raising it.
+//!
+//! Registers fail closed (DESIGN.md §3). `fencelock_epoch` has one row, written with the tables: the store's clock in
+//! µs when they were made (or, for tables made by a version without it, the smallest lock counter, below every live
+//! token). A register write also needs its token to be at least that epoch. Counters are seeded from the same clock
+//! when their row is made and only rise, so every token of these tables' life is above the epoch, and a register
+//! missing its row is new, not forgotten; tables that were lost (a deleted SQLite file, a dropped or recreated
+//! database) come back with a new epoch, and a holder paused across the loss gets `FENCED` for its old token. What
+//! this cannot see is a restore of an older backup: the old epoch comes back with the old rows.
 
 pub(crate) mod mysql;
 pub(crate) mod postgres;
@@ -28,10 +36,12 @@ pub(super) struct Dialect {
     bytes: &'static str,
     /// What precedes a parameter's number (`?1`, `$1`).
     param: char,
+    /// The larger of two values.
+    greatest: &'static str,
 }
 
-pub(super) const SQLITE: Dialect = Dialect { int64: "INTEGER", bytes: "BLOB", param: '?' };
-pub(super) const POSTGRES: Dialect = Dialect { int64: "BIGINT", bytes: "BYTEA", param: '$' };
+pub(super) const SQLITE: Dialect = Dialect { int64: "INTEGER", bytes: "BLOB", param: '?', greatest: "max" };
+pub(super) const POSTGRES: Dialect = Dialect { int64: "BIGINT", bytes: "BYTEA", param: '$', greatest: "GREATEST" };
 
 impl Dialect {
     /// Both tables, created if absent.
@@ -50,19 +60,44 @@ impl Dialect {
         resource TEXT PRIMARY KEY,
         token {int64} NOT NULL,
         value {bytes} NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS fencelock_epoch (
+        id INTEGER PRIMARY KEY,
+        us {int64} NOT NULL  -- unix µs, the store's clock, when the tables were made
     );"
         )
     }
 
-    /// Stores a register if its token is not older: (1 resource, 2 token, 3 value) → a row iff it was stored.
+    /// Writes the epoch row if missing, after [`Dialect::schema`]; `now` is the store's clock in µs, as SQL.
+    pub(super) fn epoch(&self, now: &str) -> String {
+        // `WHERE true`: SQLite needs a WHERE before ON CONFLICT in an INSERT … SELECT, to parse it.
+        format!(
+            "INSERT INTO fencelock_epoch (id, us) SELECT 1, coalesce(min(fence), {now}) FROM fencelock_locks
+             WHERE true ON CONFLICT (id) DO NOTHING"
+        )
+    }
+
+    /// Stores a register if its token is not older than the stored one nor the epoch: (1 resource, 2 token, 3 value)
+    /// → a row iff it was stored.
     pub(super) fn fence_write(&self) -> String {
-        let p = self.param;
+        let Dialect { int64, bytes, param: p, .. } = self;
         format!(
             "
-    INSERT INTO fencelock_fences AS f (resource, token, value) VALUES ({p}1, {p}2, {p}3)
+    INSERT INTO fencelock_fences AS f (resource, token, value)
+    SELECT CAST({p}1 AS TEXT), CAST({p}2 AS {int64}), CAST({p}3 AS {bytes}) FROM fencelock_epoch
+    WHERE id = 1 AND CAST({p}2 AS {int64}) >= us
     ON CONFLICT (resource) DO UPDATE SET token = excluded.token, value = excluded.value
     WHERE excluded.token >= f.token
     RETURNING token"
+        )
+    }
+
+    /// (1 resource) → the lowest token a write may carry: the larger of the stored token and the epoch.
+    pub(super) fn fence_floor(&self) -> String {
+        let Dialect { param: p, greatest, .. } = self;
+        format!(
+            "SELECT {greatest}(coalesce((SELECT token FROM fencelock_fences WHERE resource = {p}1), 0),
+                (SELECT us FROM fencelock_epoch WHERE id = 1))"
         )
     }
 
@@ -110,8 +145,12 @@ mod tests {
     fn dialects_differ_only_in_types_and_placeholders() {
         let (lite, pg) = (SQLITE.schema(), POSTGRES.schema());
         assert_eq!(lite.replace("INTEGER", "BIGINT").replace("BLOB", "BYTEA"), pg.replace("INTEGER", "BIGINT"));
-        assert!(SQLITE.fence_write().contains("VALUES (?1, ?2, ?3)"));
-        assert_eq!(SQLITE.fence_write().replace('?', "$"), POSTGRES.fence_write());
+        assert!(SQLITE.fence_write().contains("SELECT CAST(?1 AS TEXT), CAST(?2 AS INTEGER)"));
+        assert_eq!(
+            SQLITE.fence_write().replace('?', "$").replace("INTEGER", "BIGINT").replace("BLOB", "BYTEA"),
+            POSTGRES.fence_write()
+        );
+        assert_eq!(SQLITE.fence_floor().replace("?1", "$1").replace("max(", "GREATEST("), POSTGRES.fence_floor());
         assert_eq!(POSTGRES.fence_read(), "SELECT token, value FROM fencelock_fences WHERE resource = $1");
     }
 

@@ -17,11 +17,8 @@
 //! `LAST_INSERT_ID(expr)`, which the OK packet carries, so the acquire is one round trip; the affected-row count says
 //! what happened (1 inserted, 2 taken, 0 busy: the client does not ask for found rows).
 //!
-//! **Registers fail closed.** `fencelock_epoch` holds the server clock (µs) when the tables were created, and a
-//! register accepts a token only if it is at least that epoch as well as at least its stored token. Counters are
-//! seeded from the same clock when their row is made, so every token of this database's life is above the epoch;
-//! a database that lost its tables (dropped, or recreated on a new server) gets a new epoch, and a holder paused
-//! across that gets `FENCED` instead of writing with a token from before the loss.
+//! **Registers fail closed** through `fencelock_epoch`, as [`super`] describes for every SQL store; the tables are
+//! MySQL's own spelling of the shared schema (binary keys, InnoDB), with the same rows and meanings.
 //!
 //! **Waiters poll**, with the jittered 1–8 ms backoff every polling store uses, bounded by the holder's TTL: MySQL has
 //! no LISTEN/NOTIFY. The candidate was a `GET_LOCK('<lock>:handoff')` each waiter blocks in, on a connection of its

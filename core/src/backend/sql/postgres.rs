@@ -39,7 +39,14 @@ use crate::options::ClientOptions;
 /// the start of this statement.
 macro_rules! with_now {
     ($sql:literal) => {
-        concat!("WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS us) ", $sql)
+        concat!("WITH now AS (SELECT ", now_us!(), " AS us) ", $sql)
+    };
+}
+
+/// The server clock in unix µs.
+macro_rules! now_us {
+    () => {
+        "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
     };
 }
 
@@ -47,13 +54,13 @@ macro_rules! with_now {
 /// advisory lock lets one connection at a time in: concurrent `CREATE TABLE IF NOT EXISTS` can still collide in
 /// the catalog with a unique violation. The key is "fenceloc" in ASCII.
 fn schema() -> String {
-    format!("SELECT pg_advisory_xact_lock(7378424937698848611);{}", POSTGRES.schema())
+    format!("SELECT pg_advisory_xact_lock(7378424937698848611);{};{}", POSTGRES.schema(), POSTGRES.epoch(now_us!()))
 }
 
 // Creating needs the CREATE privilege even when the tables exist, so look first: a user who may only read and
 // write them still connects.
-const SCHEMA_EXISTS: &str =
-    "SELECT to_regclass('fencelock_locks') IS NOT NULL AND to_regclass('fencelock_fences') IS NOT NULL";
+const SCHEMA_EXISTS: &str = "SELECT to_regclass('fencelock_locks') IS NOT NULL
+    AND to_regclass('fencelock_fences') IS NOT NULL AND to_regclass('fencelock_epoch') IS NOT NULL";
 
 // Free, expired or already ours (a grant whose reply was lost) → take it with the next token. Busy → the holder's
 // remaining µs, from the statement's snapshot (NULL if the holder's row is newer than it: then the caller's default
@@ -390,8 +397,8 @@ impl Backend for PostgresBackend {
         if stored.is_some() {
             return Ok(());
         }
-        let (highest, _) = self.fence_read(resource).await?;
-        Err(fenced(resource, &self.url, token, highest))
+        let floor = self.call(&s, s.client.query_one(&POSTGRES.fence_floor(), &[&resource])).await?;
+        Err(fenced(resource, &self.url, token, col::<i64>(&floor, 0)? as u64))
     }
 
     async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {

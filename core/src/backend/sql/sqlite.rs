@@ -30,6 +30,7 @@ const ACQUIRE: &str = "
 // Statements shared with PostgreSQL, in SQLite's placeholders.
 static FENCE_WRITE: LazyLock<String> = LazyLock::new(|| SQLITE.fence_write());
 static FENCE_READ: LazyLock<String> = LazyLock::new(|| SQLITE.fence_read());
+static FENCE_FLOOR: LazyLock<String> = LazyLock::new(|| SQLITE.fence_floor());
 
 /// The embedded SQLite backend.
 #[derive(Debug)]
@@ -65,7 +66,8 @@ impl SqliteBackend {
             .run(|c| {
                 c.pragma_update(None, "journal_mode", "WAL")?;
                 c.pragma_update(None, "synchronous", "NORMAL")?;
-                c.execute_batch(&SQLITE.schema())
+                c.execute_batch(&SQLITE.schema())?;
+                c.execute(&SQLITE.epoch("?1"), params![unix_micros() as i64]).map(drop)
             })
             .await?;
         Ok(backend)
@@ -179,7 +181,7 @@ impl Backend for SqliteBackend {
                 if ok.is_some() {
                     return Ok(None);
                 }
-                c.prepare_cached(&FENCE_READ)?.query_row(params![r], |row| row.get::<_, i64>(0)).map(Some)
+                c.prepare_cached(&FENCE_FLOOR)?.query_row(params![r], |row| row.get::<_, i64>(0)).map(Some)
             })
             .await?;
         match outcome {
