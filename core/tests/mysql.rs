@@ -57,16 +57,8 @@ async fn eight_clients_create_the_schema_at_once() {
     let Some(mut db) = TestDb::create().await else {
         return;
     };
-    let clients = futures::future::try_join_all((0..8).map(|_| Client::connect(&db.url))).await.unwrap();
-    let opts = LockOptions::default();
-    let attempts = clients.iter().map(|c| c.try_lock("shared", &opts));
-    let leases: Vec<_> = futures::future::try_join_all(attempts).await.unwrap().into_iter().flatten().collect();
-    assert_eq!(leases.len(), 1, "exactly one of eight clients takes the lock");
+    support::sql::eight_clients_create_the_schema_at_once(&db.url).await;
     assert_eq!(db.query::<i64>("SELECT COUNT(*) FROM $db.fencelock_epoch").await, [1]);
-    leases[0].release().await.unwrap();
-    for c in clients {
-        c.close().await;
-    }
     db.finish().await;
 }
 
@@ -121,14 +113,7 @@ async fn both_schemes_share_the_table() {
     let Some(db) = TestDb::create().await else {
         return;
     };
-    let maria = Client::connect(&db.url.replacen("mysql://", "mariadb://", 1)).await.unwrap();
-    let my = Client::connect(&db.url).await.unwrap();
-    let lease = maria.try_lock("scheme", &LockOptions::default()).await.unwrap().unwrap();
-    assert!(my.try_lock("scheme", &LockOptions::default()).await.unwrap().is_none());
-    assert_eq!(my.inspect("scheme").await.unwrap().holder.as_deref(), Some(lease.holder()));
-    lease.release().await.unwrap();
-    maria.close().await;
-    my.close().await;
+    support::sql::both_schemes_share_the_table(&db.url.replacen("mysql://", "mariadb://", 1), &db.url).await;
     db.finish().await;
 }
 
@@ -137,31 +122,11 @@ async fn a_register_refuses_tokens_from_before_its_tables_were_lost() {
     let Some(mut db) = TestDb::create().await else {
         return;
     };
-    let (paused, other) = (Client::connect(&db.url).await.unwrap(), Client::connect(&db.url).await.unwrap());
-    let ttl = LockOptions::default().ttl(Duration::from_secs(1)).watchdog(false);
-    // The paused holder's grant runs out while it sleeps, and another client takes the lock.
-    let old = paused.lock("job", &ttl).await.unwrap();
-    let newer = other.lock("job", &LockOptions::default()).await.unwrap();
-    other.fence("out").write(newer.fence(), b"newer").await.unwrap();
-
-    // The database loses everything: the next client to connect makes the tables anew.
-    db.query::<i64>("DROP TABLE $db.fencelock_locks, $db.fencelock_fences, $db.fencelock_epoch").await;
-    let fresh = Client::connect(&db.url).await.unwrap();
-    // A paused holder writes with its token from before the loss: an empty register without an epoch would take it.
-    let err = fresh.fence("out").write(old.fence(), b"stale").await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
-    let err = fresh.fence("out").write(newer.fence(), b"also from before").await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
-    // A grant made after the loss is above the epoch and is taken.
-    let now = fresh.lock("job", &LockOptions::default()).await.unwrap();
-    fresh.fence("out").write(now.fence(), b"after").await.unwrap();
-    fresh.fence("out").write(now.fence(), b"after").await.unwrap(); // the same write again is no refusal
-    assert_eq!(fresh.fence("out").read().await.unwrap(), (now.fence(), b"after".to_vec()));
-    now.release().await.unwrap();
-    drop((old, newer));
-    for c in [paused, other, fresh] {
-        c.close().await;
-    }
+    let url = db.url.clone();
+    support::sql::a_register_refuses_tokens_from_before_a_loss(&url, async || {
+        db.query::<i64>("DROP TABLE $db.fencelock_locks, $db.fencelock_fences, $db.fencelock_epoch").await;
+    })
+    .await;
     db.finish().await;
 }
 

@@ -100,15 +100,7 @@ async fn eight_clients_create_the_schema_at_once() {
     let Some(db) = TestDb::create().await else {
         return;
     };
-    let clients = futures::future::try_join_all((0..8).map(|_| Client::connect(&db.url))).await.unwrap();
-    let opts = LockOptions::default();
-    let attempts = clients.iter().map(|c| c.try_lock("shared", &opts));
-    let leases: Vec<_> = futures::future::try_join_all(attempts).await.unwrap().into_iter().flatten().collect();
-    assert_eq!(leases.len(), 1, "exactly one of eight clients takes the lock");
-    leases[0].release().await.unwrap();
-    for c in clients {
-        c.close().await;
-    }
+    support::sql::eight_clients_create_the_schema_at_once(&db.url).await;
     db.finish().await;
 }
 
@@ -230,14 +222,7 @@ async fn both_schemes_share_the_table() {
     let Some(db) = TestDb::create().await else {
         return;
     };
-    let long = Client::connect(&db.url.replacen("postgres://", "postgresql://", 1)).await.unwrap();
-    let short = Client::connect(&db.url).await.unwrap();
-    let lease = long.try_lock("scheme", &LockOptions::default()).await.unwrap().unwrap();
-    assert!(short.try_lock("scheme", &LockOptions::default()).await.unwrap().is_none());
-    assert_eq!(short.inspect("scheme").await.unwrap().holder.as_deref(), Some(lease.holder()));
-    lease.release().await.unwrap();
-    long.close().await;
-    short.close().await;
+    support::sql::both_schemes_share_the_table(&db.url.replacen("postgres://", "postgresql://", 1), &db.url).await;
     db.finish().await;
 }
 
@@ -246,23 +231,11 @@ async fn a_register_refuses_tokens_from_before_its_tables_were_lost() {
     let Some(db) = TestDb::create().await else {
         return;
     };
-    let before = Client::connect(&db.url).await.unwrap();
-    let lease = before.lock("job", &LockOptions::default()).await.unwrap();
-    let old = lease.fence();
-    before.fence("out").write(old, b"before").await.unwrap();
-    lease.release().await.unwrap();
-    before.close().await;
-
-    db.sql().await.batch_execute("DROP TABLE fencelock_locks, fencelock_fences, fencelock_epoch").await.unwrap();
-    let after = Client::connect(&db.url).await.unwrap();
-    // A holder paused across the loss writes with its old token: an empty register without the epoch would take it.
-    let err = after.fence("out").write(old, b"stale").await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
-    let lease = after.lock("job", &LockOptions::default()).await.unwrap();
-    after.fence("out").write(lease.fence(), b"after").await.unwrap();
-    assert_eq!(after.fence("out").read().await.unwrap(), (lease.fence(), b"after".to_vec()));
-    lease.release().await.unwrap();
-    after.close().await;
+    support::sql::a_register_refuses_tokens_from_before_a_loss(&db.url, async || {
+        let drop = "DROP TABLE fencelock_locks, fencelock_fences, fencelock_epoch";
+        db.sql().await.batch_execute(drop).await.unwrap();
+    })
+    .await;
     db.finish().await;
 }
 

@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use fencelock::{Client, ErrorKind, LockOptions};
+use fencelock::{Client, LockOptions};
 
 fn fresh_db() -> (std::path::PathBuf, String) {
     let dir = std::env::temp_dir().join(support::unique("fencelock-sqlite"));
@@ -85,23 +85,11 @@ async fn an_acquire_dropped_in_flight_leaves_no_record() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recreated_file_refuses_tokens_from_before() {
     let (dir, url) = fresh_db();
-    let before = Client::connect(&url).await.unwrap();
-    let lease = before.lock("job", &LockOptions::default()).await.unwrap();
-    let old = lease.fence();
-    before.fence("out").write(old, b"before").await.unwrap();
-    lease.release().await.unwrap();
-    before.close().await;
-
     // The file is lost (deleted with its WAL), and the next client makes it anew.
-    std::fs::remove_dir_all(&dir).unwrap();
-    std::fs::create_dir_all(&dir).unwrap();
-    let after = Client::connect(&url).await.unwrap();
-    // A holder paused across the loss writes with its old token: an empty register without the epoch would take it.
-    let err = after.fence("out").write(old, b"stale").await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
-    let lease = after.lock("job", &LockOptions::default()).await.unwrap();
-    after.fence("out").write(lease.fence(), b"after").await.unwrap();
-    lease.release().await.unwrap();
-    after.close().await;
+    support::sql::a_register_refuses_tokens_from_before_a_loss(&url, async || {
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+    })
+    .await;
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -7,3 +7,4 @@ pub use services::{service_url, skipped, unique};
 
 pub mod etcd_raw;
 pub mod members;
+pub mod sql;
