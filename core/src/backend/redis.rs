@@ -194,7 +194,10 @@ impl Deployment for Server {
 
     async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ConnectionManager)> {
         let shown = redact(url);
-        let client = Client::open(url).map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
+        let client = Client::open(url).map_err(|e| match super::bad_port(url) {
+            Some(port) => Error::invalid(format!("URL {shown:?}: {port}")),
+            None => Error::invalid(format!("URL {shown:?}: {e}")),
+        })?;
         let conn = tokio::time::timeout(
             opts.connect_timeout,
             ConnectionManager::new_with_config(client.clone(), manager_config(opts)),
