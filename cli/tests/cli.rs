@@ -457,3 +457,24 @@ fn bin(args: &[&str]) -> Command {
     cmd.args(args);
     cmd
 }
+
+#[test]
+fn redis_force_release_refuses_a_key_that_is_not_a_lock_record() {
+    let Some(s) = Scratch::served("FENCELOCK_TEST_REDIS") else {
+        return;
+    };
+    let lock = s.unique("counted");
+    let out = s.output("run", &[&lock, "--", "sh", "-c", "echo $FENCELOCK_TOKEN"]);
+    assert_eq!(code(out.status), 0, "{}", text(&out.stderr));
+    let token = text(&out.stdout).trim().to_string();
+    // The lock's token counter is a string key next to the lock: forcing it must leave it alone.
+    let counter = format!("redisson_lock_token:{{{lock}}}");
+    let out = s.output("release", &["--force", &counter]);
+    assert_eq!(code(out.status), 2, "{out:?}");
+    let err = text(&out.stderr);
+    assert!(err.contains("a string, not a lock record") && err.contains(&counter), "{err}");
+    assert!(s.status(&lock).contains(&("last token".into(), token.clone())), "the counter was deleted");
+    let out = s.output("run", &[&lock, "--", "sh", "-c", "echo $FENCELOCK_TOKEN"]);
+    let next: u64 = text(&out.stdout).trim().parse().unwrap();
+    assert!(next > token.parse().unwrap(), "tokens went on from the counter");
+}

@@ -269,3 +269,32 @@ async fn close_waits_for_background_releases() {
     // No retry here: once close returns, the dropped lease's background release has run.
     assert!(b.inspect("L").await.unwrap().holder.is_none());
 }
+
+#[tokio::test]
+async fn a_timeout_too_long_for_the_clock_waits_forever() {
+    let store = support::unique("huge-timeout");
+    let (a, b) = (memory_client(&store).await, memory_client(&store).await);
+    let forever = LockOptions::default().timeout(Duration::MAX);
+    let free = a.lock("free", &forever).await.expect("a free name with Duration::MAX as timeout");
+    free.release().await.unwrap();
+
+    let held = a.lock("L", &LockOptions::default()).await.unwrap();
+    let mut waiter = tokio::spawn(async move {
+        let lease = b.lock("L", &forever).await;
+        (b, lease)
+    });
+    let still = tokio::time::timeout(Duration::from_millis(30), &mut waiter).await;
+    assert!(still.is_err(), "the waiter should still be waiting, not fail");
+    held.release().await.unwrap();
+    let (b, lease) = waiter.await.expect("no panic");
+    let lease = lease.expect("granted once the holder let go");
+    assert!(lease.fence() > held.fence());
+
+    for ttl in [Duration::MAX, Duration::from_secs(u64::MAX / 2)] {
+        let err = lease.renew(Some(ttl)).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        let err = b.lock("M", &LockOptions::default().ttl(ttl)).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    }
+    lease.release().await.unwrap();
+}

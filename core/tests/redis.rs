@@ -135,3 +135,22 @@ async fn unreachable_server_is_unavailable_quickly() {
     assert!(err.message().contains("127.0.0.1:1"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
 }
+
+#[tokio::test]
+async fn fence_tokens_above_2_pow_53_compare_exactly() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let client = Client::connect(&url).await.unwrap();
+    const P53: u64 = 1 << 53;
+    // Each pair is equal as a double (Lua's tonumber) but not as an integer: the second, older token is fenced.
+    for (newer, older) in [(P53 + 2, P53 + 1), (P53 + 1, P53), (P53 + 5, P53 + 4), (u64::MAX, u64::MAX - 1)] {
+        let resource = support::unique("fence-2^53");
+        let fence = client.fence(&resource);
+        fence.write(newer, b"newer").await.unwrap();
+        let err = fence.write(older, b"older").await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Fenced, "{older} after {newer}: {err}");
+        fence.write(newer, b"same token").await.unwrap();
+        assert_eq!(fence.read().await.unwrap(), (newer, b"same token".to_vec()));
+        let _: () = raw.del(format!("fencelock_fence:{{{resource}}}")).await.unwrap();
+    }
+    client.close().await;
+}

@@ -255,6 +255,21 @@ async fn a_deleted_node_is_a_lost_lease() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_acl_refuses_us_is_a_clear_non_retryable_error() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("read-only");
+    raw.zk.mkdir(&raw.root, &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())).await.unwrap();
+    raw.zk.create(&dir, b"", &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_read())).await.unwrap();
+    let client = Client::connect(&url).await.unwrap();
+    let err = tokio::time::timeout(BOUND, client.lock(&dir, &fast())).await.expect("no retrying").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(!err.kind().retryable());
+    assert!(err.message().contains("refused access"), "{err}");
+    client.close().await;
+    raw.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fence_register_rejects_older_tokens() {
     let Some((url, raw)) = Raw::open().await else { return };
     let client = Client::connect(&url).await.unwrap();

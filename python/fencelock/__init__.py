@@ -114,13 +114,13 @@ class Client(ClientView):
         holds on this client gets the same grant (and token) back, and the lock is free after its last release.
         Raises :class:`Timeout` if the lock stays taken. Use the lease as a context manager to release it.
         """
-        return Lease(self._native.lock(name, ttl, timeout, watchdog, owner or thread_owner()))
+        return Lease(self._native.lock(name, ttl, timeout, watchdog, thread_owner() if owner is None else owner))
 
     def try_lock(
         self, name: str, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None
     ) -> Optional[Lease]:
         """One attempt to take ``name``: the lease, or ``None`` if another holds it. Options as for :meth:`lock`."""
-        native = self._native.try_lock(name, ttl, watchdog, owner or thread_owner())
+        native = self._native.try_lock(name, ttl, watchdog, thread_owner() if owner is None else owner)
         return None if native is None else Lease(native)
 
     def mutex(

@@ -60,13 +60,13 @@ class Client(ClientView):
 
         The default owner is the current task. Raises :class:`~fencelock.Timeout` if the lock stays taken.
         """
-        return Lease(await self._native.lock_async(name, ttl, timeout, watchdog, owner or task_owner()))
+        return Lease(await self._native.lock_async(name, ttl, timeout, watchdog, task_owner() if owner is None else owner))
 
     async def try_lock(
         self, name: str, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None
     ) -> Optional[Lease]:
         """One attempt to take ``name``: the lease, or ``None`` if another holds it."""
-        native = await self._native.try_lock_async(name, ttl, watchdog, owner or task_owner())
+        native = await self._native.try_lock_async(name, ttl, watchdog, task_owner() if owner is None else owner)
         return None if native is None else Lease(native)
 
     def mutex(

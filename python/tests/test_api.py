@@ -306,3 +306,37 @@ def test_memory_backend(name: str) -> None:
     with a.lock(name):
         assert b.try_lock(name) is None
     assert b.try_lock(name) is not None
+
+
+def test_bad_input_is_refused_like_everywhere_else(client: fencelock.Client, name: str) -> None:
+    for call in (
+        lambda: client.lock(name, owner=""),
+        lambda: client.try_lock(name, owner=""),
+        lambda: client.mutex(name, owner="").acquire(),
+    ):
+        with pytest.raises(fencelock.InvalidArgument) as info:
+            call()
+        assert "owner" in str(info.value)
+    # A timeout too long for any clock waits without limit: a free name is granted, never a panic.
+    with client.lock(name, timeout=1e19) as lease:
+        assert lease.fence > 0
+    with client.lock(name, timeout=1e30) as lease:  # beyond a Duration too: saturates
+        assert lease.fence > 0
+    with pytest.raises(fencelock.InvalidArgument):
+        client.lock(name, timeout=float("inf"))
+    with pytest.raises(fencelock.InvalidArgument):
+        client.lock(name, ttl=1e19)
+    assert client.inspect(name).holder is None and client.local_entries() == 0
+
+
+def test_lost_wait_takes_timeouts_as_threading_event_does(client: fencelock.Client, name: str) -> None:
+    event = threading.Event()
+    lease = client.lock(name, ttl=5.0)
+    assert lease.lost.wait(-1) is event.wait(-1) is False  # negative: no wait
+    assert lease.lost.wait(0) is event.wait(0) is False
+    assert client.force_release(name)
+    assert lease.lost.wait(5.0)
+    event.set()
+    assert lease.lost.wait(-1) is event.wait(-1) is True  # already set: True at once
+    with pytest.raises(fencelock.InvalidArgument):
+        lease.lost.wait(float("nan"))

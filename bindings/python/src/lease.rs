@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use crate::error::to_py;
 use crate::fork::ForkLocal;
-use crate::options::seconds;
+use crate::options::{seconds, wait_seconds};
 use crate::runtime::{awaitable, wait};
 
 /// A held lock.
@@ -103,7 +103,11 @@ impl PyLease {
     /// Blocks until the lease is lost or released, or `timeout` seconds pass (`None`: no limit); whether it was lost.
     fn wait_lost(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
         let lease = self.get(py)?;
-        let timeout = timeout.map(|t| seconds("timeout", t)).transpose().map_err(|e| to_py(py, e))?;
+        // As threading.Event.wait: a negative timeout does not wait (and NaN is still refused).
+        let timeout = timeout
+            .map(|t| wait_seconds("timeout", if t < 0.0 { 0.0 } else { t }))
+            .transpose()
+            .map_err(|e| to_py(py, e))?;
         let lost = lease.lost();
         wait(py, async move {
             Ok(match timeout {

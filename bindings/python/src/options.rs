@@ -12,6 +12,15 @@ pub(crate) fn seconds(what: &str, secs: f64) -> Result<Duration> {
         .map_err(|_| invalid(format!("{what} must be a finite number of seconds ≥ 0, got {secs}")))
 }
 
+/// A wait of `secs` seconds: as [`seconds`], except that a finite wait too long for a `Duration` saturates (the
+/// core waits without limit when the clock cannot represent the deadline).
+pub(crate) fn wait_seconds(what: &str, secs: f64) -> Result<Duration> {
+    match Duration::try_from_secs_f64(secs) {
+        Err(_) if secs.is_finite() && secs > 0.0 => Ok(Duration::MAX),
+        _ => seconds(what, secs),
+    }
+}
+
 /// The options of one `lock`/`try_lock` call.
 pub(crate) fn lock_options(
     ttl: f64,
@@ -21,7 +30,7 @@ pub(crate) fn lock_options(
 ) -> Result<LockOptions> {
     let mut opts = LockOptions::default().ttl(seconds("ttl", ttl)?).watchdog(watchdog);
     if let Some(t) = timeout {
-        opts = opts.timeout(seconds("timeout", t)?);
+        opts = opts.timeout(wait_seconds("timeout", t)?);
     }
     if let Some(owner) = owner {
         opts = opts.owner(owner);

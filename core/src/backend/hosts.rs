@@ -31,6 +31,21 @@ pub(crate) fn parse_hosts(list: &str, default_port: u16) -> Result<Vec<Host>, St
     list.split(',').map(|host| parse_host(host.trim(), default_port)).collect()
 }
 
+/// For a URL another parser refused (`redis://h:99999`, `postgres://a,b:0/db`): the port problem, if that was it, in
+/// the words of [`parse_hosts`].
+pub(crate) fn bad_port(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.rsplit_once('@').map_or(rest, |(_, a)| a);
+    let authority = authority.split(['/', '?', '#']).next()?;
+    authority.split(',').find_map(|host| {
+        let (_, port) = host.rsplit_once(':').filter(|_| !host.ends_with(']'))?;
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 => None,
+            _ => Some(format!("host {host:?}: port {port:?} is not a number from 1 to 65535")),
+        }
+    })
+}
+
 fn parse_host(host: &str, default_port: u16) -> Result<Host, String> {
     if host.is_empty() {
         return Err("an empty host in the list".into());
@@ -84,6 +99,16 @@ mod tests {
         assert_eq!(shown("a,b:1, c.example:65535 ,10.0.0.1"), ["a:2181", "b:1", "c.example:65535", "10.0.0.1:2181"]);
         assert_eq!(shown("[::1],[fe80::1]:7,my_host-2"), ["[::1]:2181", "[fe80::1]:7", "my_host-2:2181"]);
         assert_eq!(parse_hosts("a", 6379).unwrap(), [Host { name: "a".into(), port: 6379 }]);
+    }
+
+    #[test]
+    fn single_host_ports_are_named() {
+        for url in ["redis://h:99999", "rediss://u:p@h:0/1", "redis://[::1]:70000?x=1", "postgres://a:99999,b/db"] {
+            assert!(bad_port(url).unwrap().contains("from 1 to 65535"), "{url}");
+        }
+        for url in ["redis://h", "redis://h:6379/0", "redis://[::1]", "redis://u:p@[::1]:1", "postgres://a,b:7/x"] {
+            assert_eq!(bad_port(url), None, "{url}");
+        }
     }
 
     #[test]

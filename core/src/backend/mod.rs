@@ -38,7 +38,7 @@ use crate::mutant;
 
 pub(crate) use backoff::Backoff;
 pub(crate) use fence_register::{decode_register, encode_register};
-pub(crate) use hosts::{Host, parse_hosts};
+pub(crate) use hosts::{Host, bad_port, parse_hosts};
 pub(crate) use redact::redact;
 pub(crate) use schemes::open;
 

@@ -69,23 +69,43 @@ return 1
 }
 
 /// Deletes whoever holds it (Redisson's forceUnlock does the same), announced with `publish`. KEYS: lock, channel.
+/// Returns {1, _} if deleted, {0, _} if there was no key, and {-1, what it is} for a key that is not a lock record (a
+/// hash of `<client id>:<owner>` fields with hold counts), which it leaves alone.
 fn force_release_lua(publish: &str) -> String {
     format!(
         r"
-if redis.call('del', KEYS[1]) == 1 then
-  redis.call('{publish}', KEYS[2], 0)
-  return 1
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then
+  return {{0, 'none'}}
 end
-return 0
+if kind ~= 'hash' then
+  return {{-1, 'a ' .. kind}}
+end
+local fields = redis.call('hgetall', KEYS[1])
+for i = 1, #fields, 2 do
+  if not string.find(fields[i], ':', 1, true) or not tonumber(fields[i + 1]) then
+    return {{-1, 'a hash whose field ' .. fields[i] .. ' is not <client id>:<owner> with a hold count'}}
+  end
+end
+redis.call('del', KEYS[1])
+redis.call('{publish}', KEYS[2], 0)
+return {{1, 'hash'}}
 "
     )
 }
 
-/// KEYS: register. ARGV: token, value. nil if stored, else the higher accepted token.
+/// KEYS: register. ARGV: token, value. nil if stored, else the higher accepted token. Tokens are compared as
+/// decimal strings (the longer is larger, then the text), since Lua numbers are doubles and `tonumber` would make
+/// 2^53 and 2^53 + 1 equal.
 pub(super) const FENCE_WRITE: &str = r"
+local function digits(s) return (string.gsub(s, '^0+(%d)', '%1')) end
 local cur = redis.call('hget', KEYS[1], 'token')
-if cur and tonumber(cur) > tonumber(ARGV[1]) then
-  return cur
+local new = digits(ARGV[1])
+if cur then
+  cur = digits(cur)
+  if #cur > #new or (#cur == #new and cur > new) then
+    return cur
+  end
 end
 redis.call('hset', KEYS[1], 'token', ARGV[1], 'value', ARGV[2])
 return false
@@ -194,7 +214,10 @@ impl Deployment for Server {
 
     async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ConnectionManager)> {
         let shown = redact(url);
-        let client = Client::open(url).map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
+        let client = Client::open(url).map_err(|e| match super::bad_port(url) {
+            Some(port) => Error::invalid(format!("URL {shown:?}: {port}")),
+            None => Error::invalid(format!("URL {shown:?}: {e}")),
+        })?;
         let conn = tokio::time::timeout(
             opts.connect_timeout,
             ConnectionManager::new_with_config(client.clone(), manager_config(opts)),
@@ -344,7 +367,14 @@ impl<D: Deployment> Backend for RedisLock<D> {
         D::check_name(name)?;
         let mut force = self.scripts.force.key(name);
         force.key(D::channel(name));
-        Ok(self.invoke::<i64>(&force).await? == 1)
+        let (deleted, what): (i64, String) = self.invoke(&force).await?;
+        if deleted < 0 {
+            return Err(Error::invalid(format!(
+                "{}: key {name:?} is {what}, not a lock record; refusing to delete it",
+                self.url
+            )));
+        }
+        Ok(deleted == 1)
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
@@ -445,10 +475,11 @@ mod tests {
     fn release_scripts_name_their_publish_command() {
         let release = "\nif redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n  return 0\nend\nredis.call('del', KEYS[1])\n\
                        redis.call('publish', KEYS[2], 0)\nreturn 1\n";
-        let force = "\nif redis.call('del', KEYS[1]) == 1 then\n  redis.call('publish', KEYS[2], 0)\n  return 1\nend\nreturn 0\n";
+        let force = force_release_lua("publish");
+        assert!(force.contains("redis.call('publish', KEYS[2], 0)"), "{force}");
         assert_eq!(release_lua("publish"), release);
-        assert_eq!(force_release_lua("publish"), force);
         assert_eq!(release_lua("spublish"), release.replace("'publish'", "'spublish'"));
         assert_eq!(force_release_lua("spublish"), force.replace("'publish'", "'spublish'"));
+        assert!(!force.contains("{{"), "{force}");
     }
 }

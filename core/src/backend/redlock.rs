@@ -90,6 +90,7 @@ pub(crate) struct RedlockBackend {
 impl RedlockBackend {
     async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
         let config = parse(url)?;
+        config::check_distinct(url, &config.hosts, opts.connect_timeout).await?;
         let timeout = config.instance_timeout.min(opts.request_timeout);
         let instance_opts = opts.clone().request_timeout(timeout);
         let backend = RedlockBackend {

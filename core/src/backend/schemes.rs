@@ -17,6 +17,18 @@ fn scheme_of(url: &str) -> Result<(String, &str)> {
     Ok((scheme.to_ascii_lowercase(), rest))
 }
 
+/// Whether an SQLite path names a database private to its connection: `:memory:`, or a `file:` URI (which SQLite
+/// opens as such) of `:memory:`, with `mode=memory`, or with no file name (a temporary database).
+fn is_in_memory(path: &str) -> bool {
+    let path = path.to_ascii_lowercase();
+    if path.starts_with(":memory:") {
+        return true;
+    }
+    let Some(uri) = path.strip_prefix("file:") else { return false };
+    let (file, query) = uri.split_once('?').unwrap_or((uri, ""));
+    file.is_empty() || file.starts_with(":memory:") || query.split('&').any(|p| p == "mode=memory")
+}
+
 /// Opens the backend a URL names.
 pub(crate) async fn open(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Arc<dyn Backend>> {
     let (scheme, rest) = scheme_of(url)?;
@@ -25,6 +37,13 @@ pub(crate) async fn open(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Resu
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() {
                 return Err(Error::invalid(format!("URL {url:?}: sqlite needs a file path, as in sqlite:locks.db")));
+            }
+            if is_in_memory(path) {
+                return Err(Error::invalid(format!(
+                    "URL {url:?}: an in-memory SQLite database is private to one connection, so its locks would \
+                     exclude nobody; name a file every process opens, as in sqlite:locks.db (or use memory://NAME \
+                     within one process)"
+                )));
             }
             Arc::new(SqliteBackend::open(path, opts).await?)
         }
@@ -58,5 +77,31 @@ mod tests {
         assert!(err.message().contains("\"ftp\""), "{err}");
         let err = open("sqlite:", &opts, &tasks).await.unwrap_err();
         assert!(err.message().contains("file path"), "{err}");
+        let opts = ClientOptions::default().connect_timeout(std::time::Duration::from_millis(500));
+        for url in [
+            "etcd://h:99999",
+            "etcd://a:2379,h:0",
+            "zk://h:99999",
+            "redis://h:99999",
+            "redis+cluster://a,h:99999",
+            "redlock://a,b,h:99999",
+            "postgres://u@h:99999/db",
+            "mysql://u@h:99999/db",
+            "mariadb://u@h:65536/db",
+        ] {
+            let err = open(url, &opts, &tasks).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{url}: {err}");
+            assert!(err.message().contains("port") || err.message().contains("Port"), "{url}: {err}");
+        }
+        for url in [
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite:file::memory:?cache=shared",
+            "sqlite:file:x.db?mode=memory",
+        ] {
+            let err = open(url, &opts, &tasks).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{url}");
+            assert!(err.message().contains("in-memory SQLite"), "{url}: {err}");
+        }
     }
 }

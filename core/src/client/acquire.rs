@@ -40,7 +40,8 @@ pub(super) struct Call<'a> {
 
 impl<'a> Call<'a> {
     pub(super) fn new(inner: &'a Arc<Inner>, name: &'a str, opts: &'a LockOptions, once: bool) -> Self {
-        let deadline = if once { None } else { opts.timeout.map(|t| Instant::now() + t) };
+        // A timeout too long for the clock to represent waits forever rather than overflow.
+        let deadline = if once { None } else { opts.timeout.and_then(|t| Instant::now().checked_add(t)) };
         Call { inner, name, opts, once, deadline }
     }
 

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use crate::backend::{REDIS_PORT, parse_hosts, redact};
+use std::net::SocketAddr;
+
+use crate::backend::{Host, REDIS_PORT, parse_hosts, redact};
 use crate::error::{Error, Result};
 
 /// How long one instance may take to answer one request unless the URL says otherwise.
@@ -18,6 +20,8 @@ pub(super) struct Config {
     pub(super) instances: Vec<String>,
     /// How long one instance may take to answer one request.
     pub(super) instance_timeout: Duration,
+    /// The host of each instance, as listed.
+    pub(super) hosts: Vec<Host>,
 }
 
 /// Parses `redlock://[user:password@]host:port,host:port,…[/db][?instance_timeout_ms=N]`.
@@ -29,7 +33,8 @@ pub(super) fn parse(url: &str) -> Result<Config> {
     let (auth, hosts) = rest.rsplit_once('@').map_or((None, rest), |(auth, hosts)| (Some(auth), hosts));
 
     let mut instances: Vec<String> = Vec::new();
-    for host in parse_hosts(hosts, REDIS_PORT).map_err(bad)? {
+    let hosts = parse_hosts(hosts, REDIS_PORT).map_err(bad)?;
+    for host in &hosts {
         let auth = auth.map(|a| format!("{a}@")).unwrap_or_default();
         let db = db.map(|d| format!("/{d}")).unwrap_or_default();
         let instance = format!("redis://{auth}{host}{db}");
@@ -56,7 +61,38 @@ pub(super) fn parse(url: &str) -> Result<Config> {
             _ => return Err(bad(format!("unknown parameter {pair:?}; expected instance_timeout_ms=N"))),
         }
     }
-    Ok(Config { instances, instance_timeout })
+    Ok(Config { instances, instance_timeout, hosts })
+}
+
+/// Refuses two listed hosts that resolve to a common address: they are one instance counted twice, which lets a
+/// "majority" be one server (`localhost` and `127.0.0.1`). A host that does not resolve within `limit` is left to
+/// the connection, which reports it unreachable.
+pub(super) async fn check_distinct(url: &str, hosts: &[Host], limit: Duration) -> Result<()> {
+    let resolve = |host: &Host| {
+        let name = host.name.trim_start_matches('[').trim_end_matches(']').to_string();
+        let port = host.port;
+        async move {
+            match tokio::time::timeout(limit, tokio::net::lookup_host((name.as_str(), port))).await {
+                Ok(Ok(addrs)) => addrs.collect::<Vec<SocketAddr>>(),
+                _ => Vec::new(),
+            }
+        }
+    };
+    let resolved = futures::future::join_all(hosts.iter().map(resolve)).await;
+    for (i, a) in resolved.iter().enumerate() {
+        for (j, b) in resolved.iter().enumerate().skip(i + 1) {
+            if let Some(common) = a.iter().find(|addr| b.contains(addr)) {
+                return Err(Error::invalid(format!(
+                    "URL {:?}: hosts \"{}\" and \"{}\" are the same instance (both reach {common}); each instance must \
+                     count once",
+                    redact(url),
+                    hosts[i],
+                    hosts[j]
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -70,6 +106,18 @@ mod tests {
         assert_eq!(c.instances, ["redis://u:pw@a:1/3", "redis://u:pw@b:2/3", "redis://u:pw@[::1]:6379/3"]);
         assert_eq!(c.instance_timeout, Duration::from_millis(20));
         assert_eq!(parse("redlock://a,b,c").unwrap().instance_timeout, DEFAULT_INSTANCE_TIMEOUT);
+    }
+
+    #[tokio::test]
+    async fn hosts_that_resolve_alike_are_one_instance() {
+        let url = "redlock://u:secret@localhost:7001,127.0.0.1:7002,127.0.0.1:7001";
+        let c = parse(url).unwrap();
+        let err = check_distinct(url, &c.hosts, Duration::from_secs(5)).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.message().contains("\"localhost:7001\" and \"127.0.0.1:7001\""), "{err}");
+        assert!(!err.message().contains("secret"), "{err}");
+        let url = "redlock://localhost:7001,127.0.0.1:7002,[::1]:7003";
+        check_distinct(url, &parse(url).unwrap().hosts, Duration::from_secs(5)).await.unwrap();
     }
 
     #[test]

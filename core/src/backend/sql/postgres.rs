@@ -222,7 +222,10 @@ where
 
 impl PostgresBackend {
     async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
-        let mut config = Config::from_str(url).map_err(|e| Error::invalid(format!("URL {:?}: {e}", redact(url))))?;
+        let mut config = Config::from_str(url).map_err(|e| match crate::backend::bad_port(url) {
+            Some(port) => Error::invalid(format!("URL {:?}: {port}", redact(url))),
+            None => Error::invalid(format!("URL {:?}: {e}", redact(url))),
+        })?;
         let shown = describe(&config);
         if config.get_hosts().is_empty() {
             return Err(Error::invalid(format!("URL {:?} names no host", redact(url))));

@@ -35,6 +35,13 @@ impl Shared {
             | zk::Error::NotReadOnly => ErrorKind::Unavailable,
             zk::Error::ClientClosed => ErrorKind::Closed,
             zk::Error::BadArguments(_) => ErrorKind::InvalidArgument,
+            // The node's ACL or the session's credentials refuse us: retrying will not help.
+            zk::Error::NoAuth | zk::Error::AuthFailed => {
+                return Error::invalid(format!(
+                    "{}: ZooKeeper refused access ({e}): the credentials do not have the rights the node's ACL requires",
+                    self.url
+                ));
+            }
             _ => ErrorKind::Internal,
         };
         Error::new(kind, format!("{}: {e}", self.url))

@@ -59,12 +59,17 @@ public final class Lease implements AutoCloseable {
 
     /** Extends the lease to {@code ttl} from now. {@code LOCK_LOST} if it is no longer ours. */
     public void renew(Duration ttl) {
-        Call.await(renewStart(ttl.isNegative() ? 0 : ttl.toMillis()));
+        Call.await(renewStart(renewMillis(ttl)));
     }
 
     /** {@link #renew(Duration)} without blocking. */
     public CompletableFuture<Void> renewAsync(Duration ttl) {
-        return Call.publish(renewStart(ttl.isNegative() ? 0 : ttl.toMillis()), null);
+        return Call.publish(renewStart(renewMillis(ttl)), null);
+    }
+
+    /** A renewal TTL in ms: negative is 0 and too long for a long is {@code Long.MAX_VALUE}, both refused by the core. */
+    private static long renewMillis(Duration ttl) {
+        return ttl.isNegative() ? 0 : LockOptions.saturatedMillis(ttl);
     }
 
     private CompletableFuture<Void> renewStart(long ttlMs) {

@@ -98,7 +98,8 @@ public final class LockOptions {
         return timeout == null ? -1 : saturatedMillis(timeout);
     }
 
-    private static long saturatedMillis(Duration d) {
+    /** {@code d} in whole milliseconds, {@code Long.MAX_VALUE} if longer: the core refuses or saturates it. */
+    static long saturatedMillis(Duration d) {
         try {
             return d.toMillis();
         } catch (ArithmeticException e) {

@@ -313,6 +313,26 @@ class ApiTest {
     }
 
     @Test
+    void hugeDurationsAreRefusedOrWaitForeverNeverOverflow() {
+        String name = Services.unique("huge");
+        try (FencelockClient client = FencelockClient.connect(Services.sqlite(tmp))) {
+            Duration huge = Duration.ofSeconds(Long.MAX_VALUE);
+            try (Lease lease = client.lock(name, SHORT.withTimeout(huge))) {
+                LockException e = assertThrows(LockException.class, () -> lease.renew(huge));
+                assertEquals(ErrorKind.INVALID_ARGUMENT, e.kind(), e.getMessage());
+                assertTrue(e.getMessage().contains("ttl"), e.getMessage());
+                ExecutionException async = assertThrows(ExecutionException.class, () -> lease.renewAsync(huge).get());
+                assertEquals(ErrorKind.INVALID_ARGUMENT, ((LockException) async.getCause()).kind());
+                lease.renew(Duration.ofSeconds(10));
+                assertTrue(lease.isValid(), "a refused renewal leaves the lease as it was");
+            }
+            LockException e = assertThrows(LockException.class, () -> client.lock(name, SHORT.withTtl(huge)));
+            assertEquals(ErrorKind.INVALID_ARGUMENT, e.kind(), e.getMessage());
+            assertFalse(client.inspect(name).held(), "nothing left behind");
+        }
+    }
+
+    @Test
     void misuseGivesErrorsNotCrashes() {
         String name = Services.unique("misuse");
         FencelockClient client = FencelockClient.connect(Services.sqlite(tmp));
