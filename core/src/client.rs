@@ -17,7 +17,6 @@ use crate::url::default_url;
 use crate::watchdog::Watchdog;
 
 /// A client's state. Leases and fences keep only its `ClientHandle` (and leases the table they leave).
-#[derive(Debug)]
 struct Inner {
     backend: Arc<dyn Backend>,
     client: Arc<ClientHandle>,
@@ -48,6 +47,13 @@ impl Inner {
 #[derive(Debug, Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+}
+
+/// The backend as `describe()` shows it (no secrets), never the backend's own `Debug`.
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("id", &self.id).field("url", &self.backend.describe()).finish_non_exhaustive()
+    }
 }
 
 impl Client {

@@ -177,6 +177,22 @@ impl Error {
         self
     }
 
+    /// This error with every secret of `url` masked in its message, lock and backend, and without an error underneath
+    /// that quotes one (its text is all a caller could show of it).
+    pub(crate) fn scrub(mut self, url: &str) -> Self {
+        use crate::redact::scrub;
+        self.message = scrub(&self.message, url);
+        self.lock = self.lock.map(|l| scrub(&l, url));
+        self.backend = self.backend.map(|b| scrub(&b, url));
+        if let Some(source) = &self.source {
+            let text = format!("{source} {source:?}");
+            if scrub(&text, url) != text {
+                self.source = None;
+            }
+        }
+        self
+    }
+
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::new(ErrorKind::InvalidArgument, message)
     }

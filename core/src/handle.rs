@@ -8,11 +8,21 @@ use crate::backend::Backend;
 use crate::error::{Error, ErrorKind, Result};
 use crate::tasks::Tasks;
 
-#[derive(Debug)]
 pub(crate) struct ClientHandle {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) tasks: Tasks,
     closed: AtomicBool,
+}
+
+/// The backend as `describe()` shows it, never its own `Debug`: drivers' options and connections may hold the
+/// password or the raw URL.
+impl std::fmt::Debug for ClientHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientHandle")
+            .field("backend", &self.backend.describe())
+            .field("closed", &self.closed.load(std::sync::atomic::Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
 }
 
 impl ClientHandle {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fencelock::{Client, ErrorKind, Lease, LockOptions};
+use fencelock::{Client, ClientOptions, ErrorKind, Lease, LockOptions};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -65,6 +65,26 @@ fn expected_errors(step: &Value) -> Vec<ErrorKind> {
     kinds.into_iter().map(|k| ErrorKind::from_name(k).unwrap_or_else(|| panic!("unknown error kind {k}"))).collect()
 }
 
+/// `mentions` must appear in the error's message, and no `not_mentions` in its message, Display or Debug.
+fn mentions(step: &Value, e: &fencelock::Error) -> Result<(), String> {
+    let words = |field: &str| -> Vec<String> {
+        step[field]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let texts = [e.message().to_string(), e.to_string(), format!("{e:?}")];
+    if let Some(word) = words("mentions").into_iter().find(|w| !texts[0].contains(w.as_str())) {
+        return Err(format!("the error does not mention {word:?}: {e}"));
+    }
+    for word in words("not_mentions") {
+        if let Some(text) = texts.iter().find(|t| t.contains(word.as_str())) {
+            return Err(format!("the error mentions {word:?}: {text}"));
+        }
+    }
+    Ok(())
+}
+
 impl Run {
     fn name(&mut self, step: &Value) -> String {
         if let Some(n) = step["name_len"].as_u64() {
@@ -120,7 +140,11 @@ impl Run {
                     Some(u) => u.to_string(),
                     None => self.url.clone(),
                 };
-                Client::connect(&url).await.map(|c| {
+                let mut opts = ClientOptions::default();
+                if let Some(t) = ms(&step["connect_timeout_ms"]) {
+                    opts = opts.connect_timeout(t);
+                }
+                Client::connect_with(&url, &opts).await.map(|c| {
                     self.clients.insert(step["client"].as_str().unwrap().to_string(), c);
                 })
             }
@@ -240,7 +264,7 @@ impl Run {
             (Ok(()), true) => Ok(()),
             (Ok(()), false) => Err(format!("succeeded, expected {want:?}")),
             (Err(e), true) => Err(format!("failed: {e}")),
-            (Err(e), false) if want.contains(&e.kind()) => Ok(()),
+            (Err(e), false) if want.contains(&e.kind()) => mentions(step, &e),
             (Err(e), false) => Err(format!("failed with {e}, expected {want:?}")),
         }
     }

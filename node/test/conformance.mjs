@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { inspect } from 'node:util';
 
 import { backends, fencelock, sleep, unique } from './support.mjs';
 
@@ -15,6 +16,19 @@ function scenarios() {
     .filter((f) => f.endsWith('.json'))
     .sort()
     .map((f) => JSON.parse(readFileSync(join(DIR, f), 'utf8')));
+}
+
+/** `mentions` must be in the error's message; no `not_mentions` in its message, string, inspection (stack and
+ * cause included) or fields. */
+function checkMentions(step, error) {
+  for (const word of step.mentions ?? []) {
+    if (!error.message.includes(word)) throw new Error(`the error does not mention ${word}: ${error.message}`);
+  }
+  const texts = [error.message, String(error), inspect(error, { depth: 5 }), String(error.backend), String(error.lock)];
+  for (const word of step.not_mentions ?? []) {
+    const text = texts.find((t) => t.includes(word));
+    if (text !== undefined) throw new Error(`the error mentions ${word}: ${text}`);
+  }
 }
 
 function expectedErrors(step) {
@@ -70,7 +84,8 @@ class Run {
           if (!this.unreachable) return SKIP; // this backend has no such address (memory://)
           url = this.unreachable;
         }
-        this.clients.set(step.client, await connect(url));
+        const opts = step.connect_timeout_ms === undefined ? undefined : { connectTimeoutMs: step.connect_timeout_ms };
+        this.clients.set(step.client, await connect(url, opts));
         return;
       }
       case 'close':
@@ -176,6 +191,7 @@ class Run {
     if (error && !want.length) throw new Error(`failed: ${error.code}: ${error.message}`);
     if (error && !want.includes(error.code)) throw new Error(`failed with ${error.code}: ${error.message}, expected ${want}`);
     if (error) assert.equal(error.retryable, ['TIMEOUT', 'UNAVAILABLE'].includes(error.code));
+    if (error) checkMentions(step, error);
   }
 
   /** After the scenario: nothing may be left held. */

@@ -63,6 +63,18 @@ def _expected_errors(step: Dict[str, Any]) -> List[fencelock.ErrorKind]:
     return [fencelock.ErrorKind[n] for n in names]
 
 
+def _check_mentions(step: Dict[str, Any], error: fencelock.LockError) -> None:
+    """``mentions`` must be in the error's message; no ``not_mentions`` in its message, str, repr, args or fields."""
+    for word in step.get("mentions", []):
+        if word not in error.message:
+            raise StepFailed(f"the error does not mention {word!r}: {error}")
+    texts = [error.message, str(error), repr(error), repr(error.args), str(error.backend), str(error.lock)]
+    for word in step.get("not_mentions", []):
+        for text in texts:
+            if word in text:
+                raise StepFailed(f"the error mentions {word!r}: {text}")
+
+
 @dataclass
 class Run:
     """The state of one scenario run."""
@@ -113,13 +125,17 @@ class Run:
             raise StepFailed(f"failed: {type(error).__name__}: {error}")
         if error is not None and error.kind not in want:
             raise StepFailed(f"failed with {error.kind.name} ({error}), expected {[k.name for k in want]}")
+        if error is not None:
+            _check_mentions(step, error)
 
     def _op(self, op: str, step: Dict[str, Any], started: float) -> None:
         if op == "connect":
             url = step.get("url")
             if url == "$UNREACHABLE":
                 url = self.unreachable
-            self.clients[step["client"]] = fencelock.connect(url or self.url)
+            timeout = _ms(step.get("connect_timeout_ms"))
+            client = fencelock.connect(url or self.url, connect_timeout=timeout)
+            self.clients[step["client"]] = client
         elif op == "close":
             self.client(step).close()
         elif op in ("lock", "try_lock"):

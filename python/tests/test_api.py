@@ -116,6 +116,22 @@ def test_bad_urls() -> None:
     assert isinstance(info.value, ConnectionError) and info.value.retryable
 
 
+def test_secrets_stay_out_of_repr_url_and_exceptions(sqlite_url: str) -> None:
+    with fencelock.connect(f"{sqlite_url}?key=pysecret1") as c:
+        assert c.url.endswith("?key=***"), c.url
+        assert "pysecret1" not in repr(c) and "pysecret1" not in c.url
+    for url, secret in [
+        ("etcd://root:pa/ss@127.0.0.1:1", "pa/ss"),
+        ("zk://user:zkpassW@127.0.0.1:1", "zkpassW"),
+        ("redlock://u:p@ss@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "p@ss"),
+    ]:
+        with pytest.raises(fencelock.LockError) as info:
+            fencelock.connect(url, connect_timeout=0.3)
+        shown = [str(info.value), repr(info.value), info.value.message, str(info.value.backend)]
+        assert not any(secret in s for s in shown), shown
+        assert "127.0.0.1" in info.value.message, info.value.message
+
+
 def test_closed_client(sqlite_url: str, name: str) -> None:
     with fencelock.connect(sqlite_url) as c:
         lease = c.lock(name)

@@ -48,7 +48,8 @@ async fn main() -> ExitCode {
     let client = match fencelock::Client::connect(&url).await {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!(backend = %url, error = %e, "cannot connect to the backend");
+            // The URL may carry a password: logs show it redacted, as the error itself does.
+            tracing::error!(backend = %fencelock::redact(&url), error = %e, "cannot connect to the backend");
             return ExitCode::from(2);
         }
     };

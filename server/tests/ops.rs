@@ -8,7 +8,7 @@ use fencelock::LockOptions;
 use fencelockd::proto::etcdserverpb::LeaseGrantRequest;
 use fencelockd::proto::fencelock_v1::LockRequest as NativeLockRequest;
 use fencelockd::proto::v3lockpb::LockRequest;
-use support::{Daemon, backends, unique};
+use support::{Daemon, backends, unique, within};
 use tokio_stream::StreamExt;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -80,5 +80,28 @@ async fn sigterm_releases_every_lock_at_once() {
             let got = sdk.lock(name, &opts).await;
             assert!(got.is_ok(), "{url}: {name} released at shutdown: {got:?}");
         }
+    }
+}
+
+#[tokio::test]
+async fn a_backend_it_cannot_reach_is_logged_without_its_password() {
+    // Port 1 on loopback: nothing answers, so fencelockd logs the backend and exits. The log names the host only.
+    for (backend, secret) in
+        [("etcd://root:pa/ss@127.0.0.1:1", "pa/ss"), ("redlock://u:p@ss@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "p@ss")]
+    {
+        let out = within(
+            "fencelockd exits",
+            30,
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_fencelockd"))
+                .args(["--listen", "127.0.0.1:0", "--backend", backend, "--log-format", "text"])
+                .env("RUST_LOG", "info")
+                .output(),
+        )
+        .await
+        .expect("run fencelockd");
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{log}");
+        assert!(log.contains("cannot connect to the backend") && log.contains("127.0.0.1:1"), "{log}");
+        assert!(!log.contains(secret), "the log shows {secret:?}: {log}");
     }
 }

@@ -36,10 +36,10 @@ use tokio::time::Instant;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mutant;
 
+pub(crate) use crate::redact::redact;
 pub(crate) use backoff::Backoff;
 pub(crate) use fence_register::{decode_register, encode_register};
 pub(crate) use hosts::{Host, bad_port, parse_hosts};
-pub(crate) use redact::redact;
 pub(crate) use schemes::open;
 
 mod backoff;
@@ -48,7 +48,6 @@ mod fence_register;
 mod hosts;
 pub(crate) mod memory;
 pub(crate) mod record;
-mod redact;
 pub(crate) mod redis;
 pub(crate) mod redis_cluster;
 pub(crate) mod redlock;

@@ -114,7 +114,9 @@ fn parse(url: &str) -> Result<Vec<String>> {
         .map(|(_, rest)| rest)
         .ok_or_else(|| bad("expected redis+cluster://host:port,host:port,…".into()))?;
     if let Some((_, query)) = rest.split_once('?') {
-        return Err(bad(format!("unknown parameters {query:?}; redis+cluster:// takes none")));
+        // The names only: a value may be a secret (`?password=…`).
+        let names: Vec<&str> = query.split('&').map(|p| p.split_once('=').map_or(p, |(name, _)| name)).collect();
+        return Err(bad(format!("unknown parameters {names:?}; redis+cluster:// takes none")));
     }
     let (rest, db) = rest.split_once('/').map_or((rest, ""), |(rest, db)| (rest, db));
     if !matches!(db, "" | "0") {
@@ -164,9 +166,16 @@ impl Listen for PubSub {
 }
 
 /// A Redis Cluster, through redis-rs's async cluster connection (slot map, MOVED/ASK redirects, reconnects).
-#[derive(Debug)]
 pub(crate) struct Cluster {
+    /// Seed node URLs, credentials included: never shown unredacted.
     nodes: Vec<String>,
+}
+
+impl fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<String> = self.nodes.iter().map(|n| redact(n)).collect();
+        f.debug_struct("Cluster").field("nodes", &nodes).finish()
+    }
 }
 
 impl Deployment for Cluster {

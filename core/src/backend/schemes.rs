@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Backend, memory::MemoryBackend, redis::RedisBackend, sql::sqlite::SqliteBackend};
+use super::{Backend, memory::MemoryBackend, redact, redis::RedisBackend, sql::sqlite::SqliteBackend};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::tasks::Tasks;
@@ -12,7 +12,7 @@ const SCHEMES: &str = "sqlite:, postgres://, mysql://, mariadb://, redis://, red
 /// Splits `scheme:rest`, lower-casing the scheme.
 fn scheme_of(url: &str) -> Result<(String, &str)> {
     let Some((scheme, rest)) = url.split_once(':') else {
-        return Err(Error::invalid(format!("URL {url:?} has no scheme; expected one of {SCHEMES}")));
+        return Err(Error::invalid(format!("URL {:?} has no scheme; expected one of {SCHEMES}", redact(url))));
     };
     Ok((scheme.to_ascii_lowercase(), rest))
 }
@@ -29,20 +29,29 @@ fn is_in_memory(path: &str) -> bool {
     file.is_empty() || file.starts_with(":memory:") || query.split('&').any(|p| p == "mode=memory")
 }
 
-/// Opens the backend a URL names.
+/// Opens the backend a URL names. Whatever a backend or its driver said, the error that leaves carries no secret of
+/// `url`: every site redacts the URL it quotes, and [`Error::scrub`] catches a driver that quoted a secret itself.
 pub(crate) async fn open(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Arc<dyn Backend>> {
+    open_scheme(url, opts, tasks).await.map_err(|e| e.scrub(url))
+}
+
+async fn open_scheme(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Arc<dyn Backend>> {
     let (scheme, rest) = scheme_of(url)?;
     let backend: Arc<dyn Backend> = match scheme.as_str() {
         "sqlite" => {
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() {
-                return Err(Error::invalid(format!("URL {url:?}: sqlite needs a file path, as in sqlite:locks.db")));
+                return Err(Error::invalid(format!(
+                    "URL {:?}: sqlite needs a file path, as in sqlite:locks.db",
+                    redact(url)
+                )));
             }
             if is_in_memory(path) {
                 return Err(Error::invalid(format!(
-                    "URL {url:?}: an in-memory SQLite database is private to one connection, so its locks would \
+                    "URL {:?}: an in-memory SQLite database is private to one connection, so its locks would \
                      exclude nobody; name a file every process opens, as in sqlite:locks.db (or use memory://NAME \
-                     within one process)"
+                     within one process)",
+                    redact(url)
                 )));
             }
             Arc::new(SqliteBackend::open(path, opts).await?)
@@ -56,7 +65,7 @@ pub(crate) async fn open(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Resu
         "postgres" | "postgresql" => super::sql::postgres::connect(url, opts).await?,
         "mysql" | "mariadb" => super::sql::mysql::connect(url, opts).await?,
         other => {
-            return Err(Error::invalid(format!("URL {url:?}: unknown scheme {other:?}; expected {SCHEMES}")));
+            return Err(Error::invalid(format!("URL {:?}: unknown scheme {other:?}; expected {SCHEMES}", redact(url))));
         }
     };
     Ok(backend)

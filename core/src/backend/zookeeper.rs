@@ -80,13 +80,14 @@ pub(crate) struct ZkBackend {
 
 impl ZkBackend {
     async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
-        let usage = || Error::invalid(format!("URL {url:?}: expected zk://host:port[,host:port…][/chroot]"));
+        let shown = redact(url);
+        let usage = || Error::invalid(format!("URL {shown:?}: expected zk://host:port[,host:port…][/chroot]"));
         let rest = url.split_once("://").map(|(_, rest)| rest).ok_or_else(usage)?;
         let (hosts, chroot) = match rest.split_once('/') {
             Some((hosts, root)) => (hosts, Some(format!("/{}", root.trim_end_matches('/'))).filter(|r| r != "/")),
             None => (rest, None),
         };
-        let hosts = parse_hosts(hosts, ZK_PORT).map_err(|e| Error::invalid(format!("URL {:?}: {e}", redact(url))))?;
+        let hosts = parse_hosts(hosts, ZK_PORT).map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
         let session = LiveSession {
             hosts: hosts.iter().map(Host::to_string).collect::<Vec<_>>().join(","),
             chroot,
@@ -97,15 +98,16 @@ impl ZkBackend {
             closed: AtomicBool::new(false),
         };
         let client = session.open().await.map_err(|e| match e {
-            zk::Error::BadArguments(_) => Error::invalid(format!("URL {url:?}: {e}")),
+            zk::Error::BadArguments(_) => Error::invalid(format!("URL {shown:?}: {e}")),
             zk::Error::NoHosts | zk::Error::Timeout | zk::Error::ConnectionLoss => Error::unavailable(format!(
-                "{url}: no ZooKeeper server answered within {:?} ({e})",
+                "{shown}: no ZooKeeper server answered within {:?} ({e})",
                 opts.connect_timeout
             )),
-            other => Error::unavailable(format!("{url}: cannot open a session: {other}")),
+            other => Error::unavailable(format!("{shown}: cannot open a session: {other}")),
         })?;
         *session.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(client);
-        let shared = Shared { session, url: url.to_string(), request_timeout: opts.request_timeout };
+        // describe(), and every later message, shows the URL without its secrets.
+        let shared = Shared { session, url: shown, request_timeout: opts.request_timeout };
         Ok(ZkBackend { shared: Arc::new(shared) })
     }
 

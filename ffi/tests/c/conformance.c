@@ -144,6 +144,56 @@ static void lost_callback(const char *url) {
     fencelock_client_free(c);
 }
 
+/* tests/conformance/secrets.json, as C runs it: each URL fails to connect (nothing listens on 127.0.0.1:1, or it is
+ * malformed), and the last error names the host but never the secret. Keep the two tables alike. */
+static void secrets(void) {
+    static const struct {
+        const char *url, *secret, *host;
+    } table[] = {
+        {"etcd://root:pa/ss@127.0.0.1:1", "pa/ss", "127.0.0.1"},
+        {"etcd://root:pa/ss@127.0.0.1:1,127.0.0.1:2", "pa/ss", "127.0.0.1"},
+        {"redlock://u:p@ss@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "p@ss", "127.0.0.1"},
+        {"redlock://u:p@ss@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "ss@", "127.0.0.1"},
+        {"redlock://u:rl0ckpw@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/0?password=rl0ckq", "rl0ckpw", "127.0.0.1"},
+        {"redlock://u:rl0ckpw@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/0?password=rl0ckq", "rl0ckq", "127.0.0.1"},
+        {"redis+cluster://u:cl%40ster@127.0.0.1:1,127.0.0.1:2", "cl%40ster", "127.0.0.1"},
+        {"redis+cluster://u:cl%40ster@127.0.0.1:1,127.0.0.1:2", "cl@ster", "127.0.0.1"},
+        {"redis+cluster://u:clusterpw@127.0.0.1:1?password=clusterq", "clusterpw", "127.0.0.1"},
+        {"redis+cluster://u:clusterpw@127.0.0.1:1?password=clusterq", "clusterq", "127.0.0.1"},
+        {"redis://u:v6secret@[::1]:1", "v6secret", "[::1]"},
+        {"redis://u:p%40ss%2Fw0rd@127.0.0.1:1/0", "p%40ss%2Fw0rd", "127.0.0.1"},
+        {"redis://u:p%40ss%2Fw0rd@127.0.0.1:1/0", "p@ss/w0rd", "127.0.0.1"},
+        {"redis://127.0.0.1:1/0?password=qsecret1", "qsecret1", "127.0.0.1"},
+        {"redis://u:portsecret@127.0.0.1:99999", "portsecret", "127.0.0.1"},
+        {"zk://user:zkpassW@127.0.0.1:1/chroot", "zkpassW", "127.0.0.1"},
+        {"postgres://u:pgpass1@127.0.0.1:1/db?password=pgpass2&sslmode=disable", "pgpass1", "127.0.0.1"},
+        {"postgres://u:pgpass1@127.0.0.1:1/db?password=pgpass2&sslmode=disable", "pgpass2", "127.0.0.1"},
+        {"postgres://u:pg/pa@ss@127.0.0.1:1/db", "pg/pa@ss", ""},
+        {"postgres://u:pg/pa@ss@127.0.0.1:1/db", "pa@ss", ""},
+        {"mysql://u:my/pass@127.0.0.1:1/db", "my/pass", ""},
+        {"mysql://u:mysqlpw@127.0.0.1:1/db?password=mysqlq", "mysqlpw", "127.0.0.1"},
+        {"mysql://u:mysqlpw@127.0.0.1:1/db?password=mysqlq", "mysqlq", "127.0.0.1"},
+        {"bogus://u:bogussecret@127.0.0.1:1", "bogussecret", "bogus"},
+        {"u:noschemepw@127.0.0.1:1", "noschemepw", ""},
+        {"sqlite:/nonexistent-dir/fencelock/x.db?key=sqlitekey1", "sqlitekey1", "nonexistent-dir"},
+        {"etcd://root:etcdpw9@127.0.0.1:1?token=tok3n123", "etcdpw9", "127.0.0.1"},
+        {"etcd://root:etcdpw9@127.0.0.1:1?token=tok3n123", "tok3n123", "127.0.0.1"},
+        {"rediss://default:tlspass9@127.0.0.1:1", "tlspass9", "127.0.0.1"},
+    };
+    fencelock_client_options o = fencelock_client_options_default();
+    o.connect_timeout_ms = 300;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        fencelock_client *c = (fencelock_client *)1;
+        CHECK(fencelock_client_connect_with(table[i].url, &o, &c) != FENCELOCK_OK);
+        CHECK(c == NULL);
+        if (strstr(fencelock_last_error(), table[i].secret) != NULL) {
+            fprintf(stderr, "FAIL %s: the error shows %s\n", table[i].url, table[i].secret);
+        }
+        CHECK(strstr(fencelock_last_error(), table[i].secret) == NULL);
+        CHECK_ERROR_MENTIONS(table[i].host);
+    }
+}
+
 static void bad_inputs(const char *url) {
     fencelock_client *c = (fencelock_client *)1;
     CHECK_STATUS(fencelock_client_connect("nonsense", &c), FENCELOCK_INVALID_ARGUMENT);
@@ -245,6 +295,7 @@ int main(int argc, char **argv) {
     exclusion_timeout_and_tokens(argv[1]);
     lost_callback(argv[1]);
     bad_inputs(argv[1]);
+    secrets();
     unreachable();
     connect_timeout();
     char suite[256];

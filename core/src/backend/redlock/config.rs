@@ -58,7 +58,11 @@ pub(super) fn parse(url: &str) -> Result<Config> {
                 Ok(ms) if ms > 0 => instance_timeout = Duration::from_millis(ms),
                 _ => return Err(bad(format!("instance_timeout_ms must be a positive number of ms, got {v:?}"))),
             },
-            _ => return Err(bad(format!("unknown parameter {pair:?}; expected instance_timeout_ms=N"))),
+            // The name only: the value of an unknown parameter may be a secret (`?password=…`).
+            _ => {
+                let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+                return Err(bad(format!("unknown parameter {name:?}; expected instance_timeout_ms=N")));
+            }
         }
     }
     Ok(Config { instances, instance_timeout, hosts })

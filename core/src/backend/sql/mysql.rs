@@ -301,8 +301,7 @@ fn options(url: &str, opts: &ClientOptions) -> Result<(Opts, String, SslMode)> {
     Ok((built.into(), shown, mode))
 }
 
-/// The MySQL / MariaDB backend.
-#[derive(Debug)]
+/// The MySQL / MariaDB backend. Its `Debug` shows the redacted URL: the pool's options hold the password.
 pub(crate) struct MysqlBackend {
     pool: Pool,
     /// One connection kept out of the pool for calls that do not overlap: the pool's hand-back goes through a
@@ -311,6 +310,12 @@ pub(crate) struct MysqlBackend {
     url: String,
     opts: ClientOptions,
     ssl_mode: SslMode,
+}
+
+impl std::fmt::Debug for MysqlBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlBackend").field("url", &self.url).field("ssl_mode", &self.ssl_mode).finish_non_exhaustive()
+    }
 }
 
 /// Opens the backend `url` names.

@@ -48,7 +48,7 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 
 impl SqliteBackend {
     pub(crate) async fn open(path: &str, opts: &ClientOptions) -> Result<Self> {
-        let url = format!("sqlite:{path}");
+        let url = super::super::redact(&format!("sqlite:{path}"));
         let owned = path.to_string();
         let busy = opts.request_timeout;
         let conn = tokio::task::spawn_blocking(move || -> rusqlite::Result<Connection> {

@@ -42,14 +42,23 @@ public final class FencelockClient implements AutoCloseable {
         return Call.awaitCancellable(open(url), "connect");
     }
 
+    /** {@link #connect(String)} with a connect timeout in ms (0: the default), for tests that expect no answer. */
+    static FencelockClient connect(String url, long connectTimeoutMs) {
+        return Call.awaitCancellable(open(url, connectTimeoutMs), "connect");
+    }
+
     /** {@link #connect(String)} without blocking. */
     public static CompletableFuture<FencelockClient> connectAsync(String url) {
         return Call.publish(open(url), FencelockClient::discard);
     }
 
     private static CompletableFuture<FencelockClient> open(String url) {
+        return open(url, 0);
+    }
+
+    private static CompletableFuture<FencelockClient> open(String url, long connectTimeoutMs) {
         return Call.start((a, b, text, data) -> new FencelockClient(a), FencelockClient::discard,
-                c -> Native.connect(url, 0, 0, c));
+                c -> Native.connect(url, connectTimeoutMs, 0, c));
     }
 
     private static void discard(FencelockClient client) {

@@ -244,6 +244,40 @@ class ConformanceTest {
             if (error != null && !want.contains(error.kind())) {
                 throw new StepFailed("failed with " + error.kind() + " (" + error.getMessage() + "), expected " + want);
             }
+            if (error != null) {
+                checkMentions(step, error);
+            }
+        }
+
+        /** {@code mentions} must be in the message; no {@code not_mentions} in its message, toString, fields or cause. */
+        private static void checkMentions(JsonObject step, LockException error) {
+            for (String word : strings(step, "mentions")) {
+                if (!error.getMessage().contains(word)) {
+                    throw new StepFailed("the error does not mention " + word + ": " + error.getMessage());
+                }
+            }
+            List<String> texts = new ArrayList<>(List.of(error.getMessage(), error.toString(),
+                    String.valueOf(error.lock()), String.valueOf(error.backend())));
+            for (Throwable cause = error.getCause(); cause != null; cause = cause.getCause()) {
+                texts.add(cause.toString());
+            }
+            for (String word : strings(step, "not_mentions")) {
+                for (String text : texts) {
+                    if (text.contains(word)) {
+                        throw new StepFailed("the error mentions " + word + ": " + text);
+                    }
+                }
+            }
+        }
+
+        private static List<String> strings(JsonObject step, String field) {
+            List<String> out = new ArrayList<>();
+            if (step.has(field)) {
+                for (JsonElement e : step.getAsJsonArray(field)) {
+                    out.add(e.getAsString());
+                }
+            }
+            return out;
         }
 
         private void op(String op, JsonObject step, long started) {
@@ -253,7 +287,8 @@ class ConformanceTest {
                     if (u.equals("$UNREACHABLE")) {
                         u = unreachable;
                     }
-                    clients.put(step.get("client").getAsString(), FencelockClient.connect(u));
+                    long connectMs = step.has("connect_timeout_ms") ? step.get("connect_timeout_ms").getAsLong() : 0;
+                    clients.put(step.get("client").getAsString(), FencelockClient.connect(u, connectMs));
                 }
                 case "close" -> client(step).close();
                 case "lock", "try_lock" -> {
