@@ -11,10 +11,13 @@
 #   FENCELOCK_TEST_REDIS, FENCELOCK_TEST_REDLOCK, FENCELOCK_TEST_REDLOCK_PORTS, FENCELOCK_TEST_REDIS_CLUSTER,
 #   FENCELOCK_TEST_ETCD, FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES,
 #   FENCELOCK_TEST_MYSQL (root, no password), FENCELOCK_TEST_MYSQL_AUTH (user fencelock, password fencelock-pw),
-#   FENCELOCK_TEST_MYSQL_TLS (a user the server admits over TLS only) with FENCELOCK_TEST_MYSQL_CA (the CA of the
-#   server's certificate, for 127.0.0.1) and FENCELOCK_TEST_MYSQL_WRONG_CA (a CA that signed nothing),
+#   FENCELOCK_TEST_MYSQL_TLS (a user the server admits over TLS only),
 #   FENCELOCK_TEST_ETCD_CLUSTER and FENCELOCK_TEST_ZK_ENSEMBLE (three members each; with _PORTS, _PIDS, and the
-#   _PIDFILE and _RESTART paths of member N: see "etcd cluster and ZooKeeper ensemble" below)
+#   _PIDFILE and _RESTART paths of member N: see "etcd cluster and ZooKeeper ensemble" below).
+# Always, the test PKI (see make_certs): FENCELOCK_TEST_CA (the CA of every server's certificate, which is for
+#   127.0.0.1), FENCELOCK_TEST_WRONG_CA (a CA that signed nothing), and the client certificates
+#   FENCELOCK_TEST_CLIENT_CERT/_KEY (CN fencelock-client), FENCELOCK_TEST_OTHER_CERT/_KEY (CN fencelock-other), and
+#   FENCELOCK_TEST_ROGUE_CERT/_KEY (CN fencelock-client, signed by the wrong CA).
 set -euo pipefail
 
 readonly ALL_SERVICES="redis redlock redis-cluster etcd zk postgres mysql etcd-cluster zk-ensemble"
@@ -495,7 +498,6 @@ init_mysql() {
         sock=$sock/mysqld.sock
     fi
     echo "$sock" >"$MYSQL_DIR/socket"
-    make_mysql_certs "$MYSQL_DIR/tls"
     # shellcheck disable=SC2046 # mysql_user_args is zero or one word
     if ! mariadb-install-db --no-defaults --datadir="$MYSQL_DIR/data" --auth-root-authentication-method=normal \
         --skip-test-db $(mysql_user_args) "${MYSQL_OPTS[@]}" >>"$DIR/mysql.log" 2>&1; then
@@ -504,22 +506,35 @@ init_mysql() {
     fi
 }
 
-# make_mysql_certs DIR: a CA, a server certificate it signed for 127.0.0.1 (not localhost), and a second CA that signed
-# nothing (the wrong CA of the TLS tests). EC keys: quick to make.
-make_mysql_certs() {
-    local d=$1 key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+# --- the test PKI ----------------------------------------------------------------------------------------------
+
+# make_certs: in $DIR/tls, a CA; a server certificate it signed for IP 127.0.0.1 only (not localhost, so a test can
+# connect by a name the certificate does not hold); two client certificates it signed (CN fencelock-client and
+# fencelock-other: two identities for mutual TLS); a second CA that signed nothing (the "wrong CA" of the tests) and
+# a client certificate that wrong CA signed (an identity the servers must refuse). EC keys: quick to make. Every TLS
+# service uses these files; write_env exports their paths.
+make_certs() {
+    local d=$DIR/tls key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes) who
     mkdir -p "$d"
+    printf '%s\n' subjectAltName=IP:127.0.0.1 basicConstraints=CA:FALSE extendedKeyUsage=serverAuth >"$d/server.ext"
+    printf '%s\n' basicConstraints=CA:FALSE extendedKeyUsage=clientAuth >"$d/client.ext"
+    # sign NAME CN CA EXT: NAME.key and NAME.pem, a certificate for CN that CA signed.
+    sign() {
+        openssl req "${key[@]}" -subj "/CN=$2" -keyout "$d/$1.key" -out "$d/$1.csr" &&
+            openssl x509 -req -in "$d/$1.csr" -CA "$d/$3.pem" -CAkey "$d/$3.key" -CAcreateserial -days 3 \
+                -extfile "$d/$4.ext" -out "$d/$1.pem"
+    }
     {
-        openssl req -x509 "${key[@]}" -days 3 -subj /CN=fencelock-test-ca -keyout "$d/ca.key" -out "$d/ca.pem" \
-            -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign &&
-            openssl req -x509 "${key[@]}" -days 3 -subj /CN=fencelock-wrong-ca -keyout "$d/wrong-ca.key" \
-                -out "$d/wrong-ca.pem" -addext basicConstraints=critical,CA:TRUE &&
-            openssl req "${key[@]}" -subj /CN=127.0.0.1 -keyout "$d/server.key" -out "$d/server.csr" &&
-            printf '%s\n' subjectAltName=IP:127.0.0.1 basicConstraints=CA:FALSE \
-                extendedKeyUsage=serverAuth >"$d/server.ext" &&
-            openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 3 \
-                -extfile "$d/server.ext" -out "$d/server.pem"
-    } >>"$DIR/mysql.log" 2>&1 || die "could not make the MariaDB test certificates (see $DIR/mysql.log)"
+        for who in ca wrong-ca; do
+            openssl req -x509 "${key[@]}" -days 3 -subj "/CN=fencelock-test-$who" -keyout "$d/$who.key" \
+                -out "$d/$who.pem" -addext basicConstraints=critical,CA:TRUE \
+                -addext keyUsage=critical,keyCertSign,cRLSign || exit 1
+        done
+        sign server 127.0.0.1 ca server && sign client fencelock-client ca client &&
+            sign other fencelock-other ca client && sign rogue fencelock-client wrong-ca client
+    } >>"$DIR/tls.log" 2>&1 || die "could not make the test certificates (see $DIR/tls.log)"
+    # Servers that run as another user (PostgreSQL) need to read the server key; the directory is private to $DIR.
+    chmod 644 "$d"/*.pem "$d"/*.key
 }
 
 launch_mysql() {
@@ -530,8 +545,8 @@ launch_mysql() {
     # shellcheck disable=SC2046 # mysql_user_args is zero or one word
     spawn "$name" TERM "$MARIADBD" --no-defaults --datadir="$MYSQL_DIR/data" --socket="$(<"$MYSQL_DIR/socket")" \
         --port="${PORT[$name]}" --bind-address=127.0.0.1 $(mysql_user_args) --pid-file="$MYSQL_DIR/mariadbd.pid" \
-        "${MYSQL_OPTS[@]}" --ssl-ca="$MYSQL_DIR/tls/ca.pem" --ssl-cert="$MYSQL_DIR/tls/server.pem" \
-        --ssl-key="$MYSQL_DIR/tls/server.key"
+        "${MYSQL_OPTS[@]}" --ssl-ca="$DIR/tls/ca.pem" --ssl-cert="$DIR/tls/server.pem" \
+        --ssl-key="$DIR/tls/server.key"
 }
 
 # mysql_root ARGS...: the mariadb client as root over TCP (a server that is not up fails within 2 s).
@@ -590,6 +605,11 @@ write_env() {
     local tmp=$DIR/env.tmp
     {
         printf 'export FENCELOCK_SERVICES_DIR=%q\n' "$DIR"
+        local t=$DIR/tls
+        echo "export FENCELOCK_TEST_CA=\"$t/ca.pem\" FENCELOCK_TEST_WRONG_CA=\"$t/wrong-ca.pem\""
+        echo "export FENCELOCK_TEST_CLIENT_CERT=\"$t/client.pem\" FENCELOCK_TEST_CLIENT_KEY=\"$t/client.key\""
+        echo "export FENCELOCK_TEST_OTHER_CERT=\"$t/other.pem\" FENCELOCK_TEST_OTHER_KEY=\"$t/other.key\""
+        echo "export FENCELOCK_TEST_ROGUE_CERT=\"$t/rogue.pem\" FENCELOCK_TEST_ROGUE_KEY=\"$t/rogue.key\""
         if wants redis; then echo "export FENCELOCK_TEST_REDIS=\"redis://127.0.0.1:${PORT[redis]}\""; fi
         if wants redlock; then
             local p1=${PORT[redlock1]} p2=${PORT[redlock2]} p3=${PORT[redlock3]}
@@ -612,8 +632,6 @@ write_env() {
             echo "export FENCELOCK_TEST_MYSQL=\"mysql://root@$my\""
             echo "export FENCELOCK_TEST_MYSQL_AUTH=\"mysql://fencelock:fencelock-pw@$my\""
             echo "export FENCELOCK_TEST_MYSQL_TLS=\"mysql://fencelock_tls:tls-pw@$my\""
-            echo "export FENCELOCK_TEST_MYSQL_CA=\"$MYSQL_DIR/tls/ca.pem\""
-            echo "export FENCELOCK_TEST_MYSQL_WRONG_CA=\"$MYSQL_DIR/tls/wrong-ca.pem\""
         fi
     } >"$tmp"
     mv "$tmp" "$DIR/env"
@@ -643,6 +661,7 @@ do_start() {
     trap on_start_exit EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
+    make_certs
 
     wants redis && instances+=(redis)
     wants redlock && instances+=(redlock1 redlock2 redlock3)

@@ -199,8 +199,8 @@ async fn tls_is_used_checked_and_required() {
     let Some(tls) = support::service_url("FENCELOCK_TEST_MYSQL_TLS") else {
         return;
     };
-    let ca = std::env::var("FENCELOCK_TEST_MYSQL_CA").expect("FENCELOCK_TEST_MYSQL_CA with FENCELOCK_TEST_MYSQL_TLS");
-    let wrong = std::env::var("FENCELOCK_TEST_MYSQL_WRONG_CA").expect("FENCELOCK_TEST_MYSQL_WRONG_CA");
+    let ca = std::env::var("FENCELOCK_TEST_CA").expect("FENCELOCK_TEST_CA with FENCELOCK_TEST_MYSQL_TLS");
+    let wrong = std::env::var("FENCELOCK_TEST_WRONG_CA").expect("FENCELOCK_TEST_WRONG_CA");
     let opts = ClientOptions::default().connect_timeout(Duration::from_secs(5));
 
     // Plaintext: the server refuses the user, and that is no reason to retry.

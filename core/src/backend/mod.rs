@@ -53,6 +53,7 @@ pub(crate) mod redis_cluster;
 pub(crate) mod redlock;
 mod schemes;
 pub(crate) mod sql;
+pub(crate) mod tls;
 mod waiters;
 pub(crate) mod zookeeper;
 
