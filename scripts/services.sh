@@ -10,6 +10,8 @@
 # DIR/env exports FENCELOCK_SERVICES_DIR and, per service started:
 #   FENCELOCK_TEST_REDIS, FENCELOCK_TEST_REDLOCK, FENCELOCK_TEST_REDLOCK_PORTS, FENCELOCK_TEST_REDIS_CLUSTER,
 #   FENCELOCK_TEST_ETCD, FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES,
+#   FENCELOCK_TEST_ZK_TLS (the same ZooKeeper's secureClientPort, which requires a client certificate of the test
+#   CA: a zk://…?tls=true URL with ca=, cert= and key= of the test PKI; digest auth needs no server set-up),
 #   FENCELOCK_TEST_MYSQL (root, no password), FENCELOCK_TEST_MYSQL_AUTH (user fencelock, password fencelock-pw),
 #   FENCELOCK_TEST_MYSQL_TLS (a user the server admits over TLS only),
 #   FENCELOCK_TEST_ETCD_CLUSTER and FENCELOCK_TEST_ZK_ENSEMBLE (three members each; with _PORTS, _PIDS, and the
@@ -26,6 +28,8 @@ readonly STOP_TIMEOUT=10            # seconds between the polite signal and SIGK
 readonly LAUNCH_ATTEMPTS=3          # a server that dies before it is ready (port taken in a race) gets new ports
 readonly MARKER=.fencelock-services # only a directory holding this file is ever deleted
 readonly ZK_CLASSPATH=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
+# The Netty jars that zookeeper.jar's manifest class path leaves out but its Netty connection factory needs.
+readonly ZK_NETTY=/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar
 readonly MARIADBD=/usr/sbin/mariadbd
 
 DIR=
@@ -122,6 +126,7 @@ ensure_packages() {
     fi
     if wants zk || wants zk-ensemble; then
         [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
+        [[ -f /usr/share/java/netty-codec.jar ]] || missing+=(libnetty-java)
         command -v nc >/dev/null || missing+=(netcat-openbsd)
     fi
     if wants postgres; then compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql); fi
@@ -215,27 +220,42 @@ probe_etcd() {
 # --- zookeeper -------------------------------------------------------------------------------------------------
 
 launch_zk() {
-    local name=$1 dir=$DIR/zk
+    local name=$1 dir=$DIR/zk t=$DIR/tls
     pick_port
     PORT[$name]=$PICKED
+    pick_port
+    PORT[$name-tls]=$PICKED
     mkdir -p "$dir/data"
+    # ZooKeeper's PEM key store is one file: the key, then the certificate.
+    cat "$t/server.key" "$t/server.pem" >"$dir/server-keystore.pem"
     # admin.enableServer=false: otherwise Jetty binds 0.0.0.0:8080. maxClientCnxns=0: tests open many sessions.
+    # The secure port needs the Netty connection factory (Debian's libnetty-java, a dependency of zookeeper), which
+    # then serves the plaintext port too; ssl.clientAuth=need: a client certificate of the test CA.
     cat >"$dir/zoo.cfg" <<EOF
 tickTime=2000
 dataDir=$dir/data
 clientPort=${PORT[$name]}
 clientPortAddress=127.0.0.1
+secureClientPort=${PORT[$name-tls]}
+secureClientPortAddress=127.0.0.1
+serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+ssl.keyStore.location=$dir/server-keystore.pem
+ssl.keyStore.type=PEM
+ssl.trustStore.location=$t/ca.pem
+ssl.trustStore.type=PEM
+ssl.clientAuth=need
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,conf
 EOF
-    spawn "$name" TERM java -Xmx256m -XX:+UseSerialGC -XX:-UsePerfData -cp "$ZK_CLASSPATH" \
+    spawn "$name" TERM java -Xmx256m -XX:+UseSerialGC -XX:-UsePerfData -cp "$ZK_CLASSPATH:$ZK_NETTY" \
         org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
 }
 
 probe_zk() {
     [[ $(echo ruok | nc -w 2 127.0.0.1 "${PORT[$1]}" 2>/dev/null) == imok ]] &&
-        echo srvr | nc -w 2 127.0.0.1 "${PORT[$1]}" 2>/dev/null | grep -q '^Mode: '
+        echo srvr | nc -w 2 127.0.0.1 "${PORT[$1]}" 2>/dev/null | grep -q '^Mode: ' &&
+        { [[ -z ${PORT[$1-tls]:-} ]] || [[ -n $(ss -Htln "sport = :${PORT[$1-tls]}") ]]; }
 }
 
 # --- etcd cluster and ZooKeeper ensemble -----------------------------------------------------------------------
@@ -621,7 +641,10 @@ write_env() {
             echo "export FENCELOCK_TEST_REDIS_CLUSTER=\"redis+cluster://127.0.0.1:$c1,127.0.0.1:$c2,127.0.0.1:$c3\""
         fi
         if wants etcd; then echo "export FENCELOCK_TEST_ETCD=\"etcd://127.0.0.1:${PORT[etcd]}\""; fi
-        if wants zk; then echo "export FENCELOCK_TEST_ZK=\"zk://127.0.0.1:${PORT[zk]}\""; fi
+        if wants zk; then
+            echo "export FENCELOCK_TEST_ZK=\"zk://127.0.0.1:${PORT[zk]}\""
+            echo "export FENCELOCK_TEST_ZK_TLS=\"zk://127.0.0.1:${PORT[zk-tls]}?tls=true&ca=$t/ca.pem&cert=$t/client.pem&key=$t/client.key\""
+        fi
         if wants etcd-cluster; then env_ensemble etcd-cluster FENCELOCK_TEST_ETCD_CLUSTER etcd; fi
         if wants zk-ensemble; then env_ensemble zk-ensemble FENCELOCK_TEST_ZK_ENSEMBLE zk; fi
         if wants postgres; then
