@@ -77,7 +77,8 @@ impl QueueEntry {
         let (created, listed) = tokio::time::timeout(self.shared.request_timeout, futures::future::join(create, list))
             .await
             .unwrap_or((Err(zk::Error::Timeout), Err(zk::Error::Timeout)));
-        let (stat, seq) = created?;
+        // A create the server answered with an error (NoAuth) made no node: nothing to look for or clean up.
+        let (stat, seq) = created.inspect_err(|e| self.sent = is_connection_loss(e))?;
         self.node = Some(Node { name: format!("{}{seq}", self.node_prefix()), czxid: stat.czxid as u64 });
         listed
     }
