@@ -1,11 +1,12 @@
 //! `fencelockd --listen HOST:PORT --backend URL`: see the crate docs and the README's fencelockd section.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use fencelockd::registry::Registry;
-use fencelockd::serve;
+use fencelockd::registry::{Limits, Registry};
+use fencelockd::{serve, transport};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -20,15 +21,31 @@ enum LogFormat {
 #[command(version)]
 struct Args {
     /// Address to listen on; etcd's client port by default, so etcd clients find it without flags (port 0 = any free
-    /// port; the bound address is printed on stdout).
+    /// port; the bound address is printed on stdout). Off loopback without TLS a warning is logged.
     #[arg(long, default_value = "127.0.0.1:2379")]
     listen: SocketAddr,
+    /// Serve TLS with this PEM certificate chain (with --tls-key).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Mutual TLS: refuse clients without a certificate this PEM CA signed; the certificate's subject CN is the
+    /// caller's identity, which owns the leases it grants.
+    #[arg(long, requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
+    /// Listen off loopback without TLS and without the warning (a private network, a TLS-terminating proxy).
+    #[arg(long)]
+    insecure: bool,
     /// fencelock backend URL [default: $FENCELOCK_URL, else sqlite:fencelock.db]
     #[arg(long)]
     backend: Option<String>,
     /// Most leases (etcd and native together) held at once; past it LeaseGrant and Lock fail with RESOURCE_EXHAUSTED.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     max_leases: u64,
+    /// Most Lock calls (etcd and native) waiting for their lock at once; past it Lock fails with RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_waiters: u64,
     /// Log format on stderr (level from RUST_LOG, default info).
     #[arg(long, value_enum, default_value = "json")]
     log_format: LogFormat,
@@ -42,6 +59,20 @@ async fn main() -> ExitCode {
     match args.log_format {
         LogFormat::Json => logs.json().init(),
         LogFormat::Text => logs.init(),
+    }
+
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => match transport::server_tls(cert, key, args.client_ca.as_deref()) {
+            Ok(tls) => Some(tls),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot configure TLS");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
+    if let Some(warning) = transport::exposure_warning(args.listen, tls.is_some(), args.insecure) {
+        tracing::warn!("{warning}");
     }
 
     let url = args.backend.unwrap_or_else(fencelock::default_url);
@@ -61,11 +92,25 @@ async fn main() -> ExitCode {
         }
     };
     let addr = incoming.local_addr().unwrap_or(args.listen);
-    tracing::info!(listen = %addr, backend = %client.url(), max_leases = args.max_leases, "fencelockd serving");
+    let auth = match (&tls, &args.client_ca) {
+        (None, _) => "none (plaintext)",
+        (Some(_), None) => "none (TLS, no client certificates)",
+        (Some(_), Some(_)) => "mutual TLS (identity: client certificate CN)",
+    };
+    tracing::info!(
+        listen = %addr,
+        backend = %client.url(),
+        max_leases = args.max_leases,
+        max_waiters = args.max_waiters,
+        auth,
+        "fencelockd serving"
+    );
     println!("listening on {addr}");
 
-    let registry = Registry::new(client, usize::try_from(args.max_leases).unwrap_or(usize::MAX));
-    match serve::serve(registry, incoming, stop_signal()).await {
+    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let limits = Limits { max_leases: size(args.max_leases), max_waiters: size(args.max_waiters) };
+    let registry = Registry::new(client, limits);
+    match serve::serve(registry, incoming, tls, stop_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "server failed");

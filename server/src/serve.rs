@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 
 use crate::etcd::{EtcdLeases, EtcdLocks};
@@ -23,10 +23,12 @@ const DRAIN: Duration = Duration::from_secs(5);
 /// Every service name fencelockd serves (health reports each; reflection lists them).
 pub const SERVICES: [&str; 3] = ["etcdserverpb.Lease", "v3lockpb.Lock", "fencelock.v1.Locks"];
 
-/// Serves on `incoming` until `stop` resolves, then shuts down as documented in the README.
+/// Serves on `incoming` (over TLS if `tls` is given, see `transport::server_tls`) until `stop` resolves, then shuts
+/// down as documented in the README.
 pub async fn serve(
     registry: Arc<Registry>,
     incoming: TcpIncoming,
+    tls: Option<ServerTlsConfig>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -60,7 +62,11 @@ pub async fn serve(
             registry.begin_shutdown();
         }
     };
-    let server = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let server = builder
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
