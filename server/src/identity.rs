@@ -1,6 +1,6 @@
-//! Who is calling: with mutual TLS (`--client-ca`), the subject CN of the client certificate that CA signed (as etcd
-//! names a certificate's user); otherwise every caller is the one anonymous identity. Leases belong to the identity
-//! that granted them (see `registry`).
+//! Who is calling: the user of an etcd auth token (`--users`, see `users`); else, with mutual TLS (`--client-ca`),
+//! the subject CN of the client certificate that CA signed (as etcd names a certificate's user); otherwise the one
+//! anonymous identity. Leases belong to the identity that granted them (see `registry`).
 
 use std::fmt;
 use std::sync::Arc;
@@ -14,6 +14,8 @@ pub enum Identity {
     Anonymous,
     /// The subject CN of a client certificate the `--client-ca` signed.
     Subject(Arc<str>),
+    /// A user of the `--users` file, by the token `Auth.Authenticate` gave it.
+    User(Arc<str>),
 }
 
 impl fmt::Display for Identity {
@@ -21,6 +23,7 @@ impl fmt::Display for Identity {
         match self {
             Identity::Anonymous => f.write_str("anonymous"),
             Identity::Subject(cn) => write!(f, "CN={cn}"),
+            Identity::User(name) => write!(f, "user {name}"),
         }
     }
 }
@@ -29,6 +32,10 @@ impl Identity {
     /// The caller of `req`. The TLS layer has already verified the certificate against `--client-ca` and refused a
     /// client without one, so any certificate here is trusted; without mutual TLS there is none.
     pub fn of<T>(req: &Request<T>) -> Result<Identity, Status> {
+        // Put there by `users::Authenticator` from the call's token.
+        if let Some(user) = req.extensions().get::<Identity>() {
+            return Ok(user.clone());
+        }
         let Some(certs) = req.peer_certs() else { return Ok(Identity::Anonymous) };
         let Some(leaf) = certs.first() else { return Ok(Identity::Anonymous) };
         let unusable = || Status::unauthenticated("fencelockd: the client certificate has no usable subject CN");

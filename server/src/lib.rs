@@ -8,6 +8,7 @@
 //! - `registry` — the one lease table under both, bounded by `--max-leases` and `--max-waiters`; each lease belongs
 //!   to the identity that took it.
 //! - `identity` — who is calling: the client certificate's subject CN with mutual TLS, else one anonymous identity.
+//! - `users` — optional etcd-style password authentication (`--users`): `Auth.Authenticate` and its tokens.
 //! - `transport` — server TLS and mutual TLS from the flags; the warning for plaintext off loopback.
 //! - `serve` — the server with health and reflection, and the shutdown order.
 
@@ -20,3 +21,4 @@ pub mod registry;
 pub mod serve;
 pub mod status;
 pub mod transport;
+pub mod users;

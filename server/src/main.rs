@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use fencelockd::registry::{Limits, Registry};
+use fencelockd::users::Users;
 use fencelockd::{serve, transport};
 use tracing_subscriber::EnvFilter;
 
@@ -34,6 +35,14 @@ struct Args {
     /// caller's identity, which owns the leases it grants.
     #[arg(long, requires = "tls_cert")]
     client_ca: Option<PathBuf>,
+    /// etcd-style password authentication: users and PBKDF2 hashes, one `NAME:pbkdf2-sha256:…` line each. etcd
+    /// clients with a user name and password then work unchanged, and every lease and lock call needs their token
+    /// (or, with --client-ca, a client certificate).
+    #[arg(long)]
+    users: Option<PathBuf>,
+    /// Print the users-file line for user NAME with the password read from stdin (its first line), and exit.
+    #[arg(long, value_name = "NAME")]
+    hash_password: Option<String>,
     /// Listen off loopback without TLS and without the warning (a private network, a TLS-terminating proxy).
     #[arg(long)]
     insecure: bool,
@@ -61,6 +70,19 @@ async fn main() -> ExitCode {
         LogFormat::Text => logs.init(),
     }
 
+    if let Some(name) = &args.hash_password {
+        return hash_password(name);
+    }
+    let users = match &args.users {
+        Some(path) => match Users::load(path) {
+            Ok(users) => Some(std::sync::Arc::new(users)),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the users file");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => match transport::server_tls(cert, key, args.client_ca.as_deref()) {
             Ok(tls) => Some(tls),
@@ -92,10 +114,12 @@ async fn main() -> ExitCode {
         }
     };
     let addr = incoming.local_addr().unwrap_or(args.listen);
-    let auth = match (&tls, &args.client_ca) {
-        (None, _) => "none (plaintext)",
-        (Some(_), None) => "none (TLS, no client certificates)",
-        (Some(_), Some(_)) => "mutual TLS (identity: client certificate CN)",
+    let auth = match (&tls, &args.client_ca, &users) {
+        (_, None, Some(_)) => "users file (identity: the authenticated user)",
+        (_, Some(_), Some(_)) => "users file or mutual TLS (identity: the user, else the client certificate CN)",
+        (None, _, None) => "none (plaintext)",
+        (Some(_), None, None) => "none (TLS, no client certificates)",
+        (Some(_), Some(_), None) => "mutual TLS (identity: client certificate CN)",
     };
     tracing::info!(
         listen = %addr,
@@ -110,13 +134,34 @@ async fn main() -> ExitCode {
     let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
     let limits = Limits { max_leases: size(args.max_leases), max_waiters: size(args.max_waiters) };
     let registry = Registry::new(client, limits);
-    match serve::serve(registry, incoming, tls, stop_signal()).await {
+    match serve::serve(registry, incoming, tls, users, stop_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "server failed");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--hash-password NAME`: the users-file line for NAME, the password from stdin's first line.
+fn hash_password(name: &str) -> ExitCode {
+    if name.is_empty() || name.contains(':') || name.contains(char::is_whitespace) {
+        eprintln!("fencelockd: --hash-password {name:?}: a user name is not empty and has no ':' or whitespace");
+        return ExitCode::from(2);
+    }
+    let mut password = String::new();
+    if let Err(e) = std::io::stdin().read_line(&mut password) {
+        eprintln!("fencelockd: --hash-password: cannot read the password from stdin: {e}");
+        return ExitCode::from(2);
+    }
+    let password = password.strip_suffix('\n').unwrap_or(&password);
+    let password = password.strip_suffix('\r').unwrap_or(password);
+    if password.is_empty() {
+        eprintln!("fencelockd: --hash-password: the password (stdin's first line) is empty");
+        return ExitCode::from(2);
+    }
+    println!("{}", Users::hash_line(name, password));
+    ExitCode::SUCCESS
 }
 
 /// SIGTERM or SIGINT.

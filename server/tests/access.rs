@@ -294,3 +294,94 @@ async fn plaintext_off_loopback_warns_unless_insecure() {
         assert!(!log.contains("without TLS"), "TLS: {log}");
     }
 }
+
+/// A users file with `users` (name, password), hashed by `fencelockd --hash-password`.
+async fn users_file(users: &[(&str, &str)]) -> std::path::PathBuf {
+    let mut text = String::new();
+    for (name, password) in users {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_fencelockd"))
+            .args(["--hash-password", name])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("fencelockd --hash-password");
+        use tokio::io::AsyncWriteExt;
+        child.stdin.take().unwrap().write_all(format!("{password}\n").as_bytes()).await.unwrap();
+        let out = within("--hash-password", 30, child.wait_with_output()).await.unwrap();
+        assert!(out.status.success());
+        let line = String::from_utf8(out.stdout).unwrap();
+        assert!(!line.contains(password), "the line holds a hash, not the password: {line}");
+        text.push_str(&line);
+    }
+    let path = std::env::temp_dir().join(format!("{}.users", unique("fencelockd")));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+type WithToken = tonic::service::interceptor::InterceptedService<
+    Channel,
+    Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send + Sync>,
+>;
+
+/// `channel` sending `token` as etcd's clients do (the `token` metadata).
+fn with_token(channel: &Channel, token: &str) -> WithToken {
+    let token: tonic::metadata::MetadataValue<_> = token.parse().unwrap();
+    tonic::service::interceptor::InterceptedService::new(
+        channel.clone(),
+        Box::new(move |mut req: tonic::Request<()>| {
+            req.metadata_mut().insert("token", token.clone());
+            Ok(req)
+        }),
+    )
+}
+
+#[tokio::test]
+async fn etcd_password_users_authenticate_and_own_their_leases() {
+    use fencelockd::proto::etcdserverpb::AuthenticateRequest;
+    use fencelockd::proto::etcdserverpb::auth_client::AuthClient;
+    let file = users_file(&[("alice", "alice-pw"), ("bob", "bob-pw")]).await;
+    let d = Daemon::start(&sqlite(), &["--users", file.to_str().unwrap()]).await;
+    let mut auth = AuthClient::new(d.channel.clone());
+    let login = |name: &str, password: &str| AuthenticateRequest { name: name.into(), password: password.into() };
+
+    let wrong = auth.authenticate(login("alice", "bob-pw")).await.unwrap_err();
+    assert_eq!(
+        (wrong.code(), wrong.message()),
+        (Code::InvalidArgument, "etcdserver: authentication failed, invalid user ID or password")
+    );
+    let nobody = auth.authenticate(login("carol", "alice-pw")).await.unwrap_err();
+    assert_eq!(nobody.code(), Code::InvalidArgument);
+    let alice = auth.authenticate(login("alice", "alice-pw")).await.unwrap().into_inner().token;
+    let bob = auth.authenticate(login("bob", "bob-pw")).await.unwrap().into_inner().token;
+
+    let no_token = d.leases().lease_grant(LeaseGrantRequest { ttl: 30, id: 0 }).await.unwrap_err();
+    assert_eq!(no_token.code(), Code::Unauthenticated, "{no_token:?}");
+    let native = d.native().try_lock(NativeLockRequest { name: unique("u"), ttl_ms: 1_000, timeout_ms: 0 }).await;
+    assert_eq!(native.unwrap_err().code(), Code::Unauthenticated, "the native service too");
+    let mut forged = LeaseClient::new(with_token(&d.channel, "0123456789abcdef"));
+    let forged = forged.lease_leases(LeaseLeasesRequest {}).await.unwrap_err();
+    assert_eq!((forged.code(), forged.message()), (Code::Unauthenticated, "etcdserver: invalid auth token"));
+
+    let (mut a, mut b) =
+        (LeaseClient::new(with_token(&d.channel, &alice)), LeaseClient::new(with_token(&d.channel, &bob)));
+    let lease = a.lease_grant(LeaseGrantRequest { ttl: 30, id: 0 }).await.unwrap().into_inner().id;
+    let name = unique("users");
+    let key = LockClient::new(with_token(&d.channel, &alice))
+        .lock(LockRequest { name: name.clone().into_bytes(), lease })
+        .await
+        .unwrap()
+        .into_inner()
+        .key;
+    denied("bob revokes alice's lease", b.lease_revoke(LeaseRevokeRequest { id: lease }).await);
+    denied(
+        "bob unlocks alice's key",
+        LockClient::new(with_token(&d.channel, &bob)).unlock(UnlockRequest { key }).await,
+    );
+    let listed = |r: tonic::Response<fencelockd::proto::etcdserverpb::LeaseLeasesResponse>| {
+        r.into_inner().leases.iter().map(|l| l.id).collect::<Vec<_>>()
+    };
+    assert_eq!(listed(a.lease_leases(LeaseLeasesRequest {}).await.unwrap()), vec![lease]);
+    assert!(listed(b.lease_leases(LeaseLeasesRequest {}).await.unwrap()).is_empty());
+    a.lease_revoke(LeaseRevokeRequest { id: lease }).await.expect("alice revokes her lease");
+    std::fs::remove_file(file).unwrap();
+}
