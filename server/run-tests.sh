@@ -6,7 +6,8 @@
 # within the lease TTL, and a graceful fencelockd shutdown releasing its locks at once. Then, with the test PKI
 # (FENCELOCK_TEST_CA, _CLIENT_CERT/_KEY, _OTHER_CERT/_KEY, _ROGUE_CERT/_KEY), the same Go client over TLS and mutual
 # TLS (clientv3's Config.TLS): clients without a certificate or with the wrong CA's refused, and a second identity
-# refused every use of the first one's lease. Prints `N passed, N failed`.
+# refused every use of the first one's lease; and with a users file (--users), etcd's password authentication
+# (clientv3's Username and Password) with the same refusal between two users. Prints `N passed, N failed`.
 # Usage: server/run-tests.sh [--no-build]
 set -euo pipefail
 
@@ -212,9 +213,36 @@ tls_suite() { # over Redis: TLS, then mutual TLS with two identities
     wait "$DAEMON" || true
 }
 
+users_suite() { # over Redis, plaintext: etcd's Auth.Authenticate with a users file
+    local url=$FENCELOCK_TEST_REDIS name="fencelockd-go-users-$RANDOM$RANDOM" file="$WORK/users" out rc key
+    echo "--- users ($url)"
+    { echo alice-pw | "$FENCELOCKD" --hash-password alice && echo bob-pw | "$FENCELOCKD" --hash-password bob; } >"$file"
+    start_daemon "$url" "$WORK/users-daemon.log" --users "$file"
+    rc=0
+    out=$(FENCELOCK_GO_PASSWORD=alice-pw "$WORK/goclient" -endpoint "$ADDR" -user alice -name "$name" -ttl "$TTL" \
+        -mode worker 2>&1) || rc=$?
+    check "users: the Go client authenticated as alice locks and unlocks" \
+        test "$rc" = 0 -a "$(grep -c '^UNLOCKED' <<<"$out")" = 1
+    FENCELOCK_GO_PASSWORD=bob-pw go_refused "users: a wrong password is refused" -user alice
+    go_refused "users: a client without credentials is refused"
+    FENCELOCK_GO_PASSWORD=alice-pw go_hold "$name" "$WORK/users-go1.out" -user alice
+    key=$(sed -nE 's/^LOCKED key=(.*) rev=[0-9]+$/\1/p' "$WORK/users-go1.out")
+    rc=0
+    out=$(FENCELOCK_GO_PASSWORD=bob-pw "$WORK/goclient" -endpoint "$ADDR" -user bob -mode foreign -victim "$key" 2>&1) ||
+        rc=$?
+    check "users: bob is PERMISSION_DENIED on alice's lease ($(grep -c '^DENIED' <<<"$out") of 5 calls)" \
+        test "$rc" = 0 -a "$(grep -c '^DENIED' <<<"$out")" = 5
+    [[ $rc == 0 ]] || echo "$out"
+    kill -9 "$GO"
+    wait "$GO" 2>/dev/null || true
+    kill -TERM "$DAEMON"
+    wait "$DAEMON" || true
+}
+
 suite redis "$FENCELOCK_TEST_REDIS"
 suite zk "$FENCELOCK_TEST_ZK"
 tls_suite
+users_suite
 
 echo "server: $PASSED passed, $FAILED failed"
 ((FAILED == 0))

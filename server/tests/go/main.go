@@ -7,7 +7,8 @@
 //	goclient -mode faults-worker -endpoint A -referee A -client c6 -ttl-ms 2000 -seed N   tests/faults's worker protocol
 //	goclient ... -mode foreign -victim KEY     every use of the lease of another client's lock key must be refused
 //
-// -tls-ca FILE (with -tls-cert FILE -tls-key FILE for mutual TLS) connects over TLS, through clientv3's Config.TLS.
+// -tls-ca FILE (with -tls-cert FILE -tls-key FILE for mutual TLS) connects over TLS, through clientv3's Config.TLS;
+// -user NAME with $FENCELOCK_GO_PASSWORD authenticates with etcd's Auth (clientv3's Config.Username and Password).
 //
 // Output lines (stdout): "LOCKED key=<key> rev=<revision>", "UNLOCKED", "TIMEOUT"; in foreign mode "DENIED <call>"
 // or "ALLOWED <call>: <outcome>" per call, exit 4 if any was allowed.
@@ -47,6 +48,7 @@ func main() {
 	tlsCA := flag.String("tls-ca", "", "connect over TLS, trusting this PEM CA")
 	tlsCert := flag.String("tls-cert", "", "mutual TLS: this PEM client certificate (with -tls-key)")
 	tlsKey := flag.String("tls-key", "", "mutual TLS: the PEM key of -tls-cert")
+	user := flag.String("user", "", "authenticate as this user, with the password in $FENCELOCK_GO_PASSWORD")
 	flag.Parse()
 	tlsConf, err := tlsConfig(*tlsCA, *tlsCert, *tlsKey)
 	if err != nil {
@@ -64,7 +66,8 @@ func main() {
 		fail("-name is required")
 	}
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{*endpoint}, DialTimeout: 5 * time.Second, TLS: tlsConf})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{*endpoint}, DialTimeout: 5 * time.Second, TLS: tlsConf,
+		Username: *user, Password: os.Getenv("FENCELOCK_GO_PASSWORD")})
 	if err != nil {
 		fail("connect: %v", err)
 	}
