@@ -18,14 +18,10 @@ use fencelockd::proto::fencelock_v1::{
 };
 use fencelockd::proto::v3lockpb::lock_client::LockClient;
 use fencelockd::proto::v3lockpb::{LockRequest, UnlockRequest};
-use support::{Daemon, Pki, backends, unique, within};
+use support::{Daemon, Pki, sqlite, unique, within};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tonic::Code;
 use tonic::transport::Channel;
-
-fn sqlite() -> String {
-    backends().swap_remove(0)
-}
 
 async fn grant(leases: &mut LeaseClient<Channel>, id: i64) -> Result<i64, tonic::Status> {
     Ok(leases.lease_grant(LeaseGrantRequest { ttl: 60, id }).await?.into_inner().id)

@@ -20,10 +20,15 @@ pub use services::{service_url, skipped, unique};
 
 /// The backends every test runs on: a fresh SQLite file and, when started, Redis.
 pub fn backends() -> Vec<String> {
-    let file = std::env::temp_dir().join(format!("{}.db", unique("fencelockd-test")));
-    let mut urls = vec![format!("sqlite:{}", file.display())];
+    let mut urls = vec![sqlite()];
     urls.extend(service_url("FENCELOCK_TEST_REDIS"));
     urls
+}
+
+/// A fresh SQLite file's URL.
+pub fn sqlite() -> String {
+    let file = std::env::temp_dir().join(format!("{}.db", unique("fencelockd-test")));
+    format!("sqlite:{}", file.display())
 }
 
 /// The test PKI scripts/services.sh makes (FENCELOCK_TEST_CA and friends), or `None` (the test is skipped).
