@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use fencelock::{Client, ErrorKind, LockOptions};
 use redis::AsyncCommands;
+use support::redis_tls::{self, TlsServer};
 use tokio::time::Instant;
 
 async fn setup() -> Option<(String, redis::aio::MultiplexedConnection)> {
@@ -153,4 +154,50 @@ async fn fence_tokens_above_2_pow_53_compare_exactly() {
         let _: () = raw.del(format!("fencelock_fence:{{{resource}}}")).await.unwrap();
     }
     client.close().await;
+}
+
+/// `FENCELOCK_TEST_REDIS_TLS` accepts TLS only and requires a password: an ACL user's, or the default user's
+/// (`requirepass`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_an_acl_user_or_requirepass_locks_fences_and_wakes() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
+    redis_tls::locks_fence_and_wake(&server, &server.with_ca(""), false).await;
+    let default_user = server.with_ca("").replacen(&format!("fencelock:{}@", redis_tls::PASSWORD), ":default-pw@", 1);
+    let client = Client::connect_with(&default_user, &redis_tls::opts()).await.unwrap();
+    let lease = client.lock(&support::unique("requirepass"), &LockOptions::default()).await.unwrap();
+    lease.release().await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plaintext_a_wrong_ca_a_wrong_name_and_wrong_credentials_are_refused() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
+    redis_tls::refuses_plaintext_wrong_ca_and_wrong_password(&server, "use rediss://").await;
+    let good = server.with_ca("");
+    // No credentials at all: the server refuses the first command (NOAUTH), and connect asks one.
+    let anonymous = good.replacen(&format!("fencelock:{}@", redis_tls::PASSWORD), "", 1);
+    redis_tls::refused(&anonymous, ErrorKind::InvalidArgument, "authentication failed for").await;
+    let default_wrong = good.replacen(&format!("fencelock:{}@", redis_tls::PASSWORD), ":wrong-pw-42@", 1);
+    redis_tls::refused(&default_wrong, ErrorKind::InvalidArgument, "authentication failed for").await;
+    // The right CA, another name: the certificate is for 127.0.0.1 only.
+    let other_name = good.replacen("127.0.0.1", "localhost", 1);
+    redis_tls::refused(&other_name, ErrorKind::InvalidArgument, "TLS handshake refused").await;
+    // TLS files on a plaintext URL are a mistake, found before connecting.
+    redis_tls::refused(&redis_tls::plaintext(&good), ErrorKind::InvalidArgument, "ca= given but TLS is off").await;
+    redis_tls::refused(&format!("{good}#insecure"), ErrorKind::InvalidArgument, "fragment").await;
+    redis_tls::refused(&format!("{good}&tls=true"), ErrorKind::InvalidArgument, "unknown parameters [\"tls\"]").await;
+}
+
+/// `FENCELOCK_TEST_REDIS_MTLS` requires a client certificate its CA signed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_are_required_and_given() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_MTLS") else { return };
+    let var = |v: &str| std::env::var(v).unwrap_or_else(|_| panic!("{v} is set with FENCELOCK_TEST_REDIS_MTLS"));
+    let (cert, key) = (&server.cert, &server.key);
+    let (rogue_cert, rogue_key) = (var("FENCELOCK_TEST_ROGUE_CERT"), var("FENCELOCK_TEST_ROGUE_KEY"));
+    redis_tls::refused(&server.with_ca(""), ErrorKind::InvalidArgument, "TLS handshake refused").await;
+    let rogue = server.with_ca(&format!("&cert={rogue_cert}&key={rogue_key}"));
+    redis_tls::refused(&rogue, ErrorKind::InvalidArgument, "TLS handshake refused").await;
+    redis_tls::refused(&server.with_ca(&format!("&cert={cert}")), ErrorKind::InvalidArgument, "go together").await;
+    redis_tls::locks_fence_and_wake(&server, &server.with_ca(&format!("&cert={cert}&key={key}")), false).await;
 }
