@@ -244,7 +244,11 @@ fn bad_url(url: &str, e: impl fmt::Display) -> Error {
 
 impl Server {
     /// Connects to the server of `url` (`redis://` or `rediss://`, whose query is already in `security`).
-    pub(crate) async fn open(url: &str, security: &Security, opts: &ClientOptions) -> Result<(Self, ConnectionManager)> {
+    pub(crate) async fn open(
+        url: &str,
+        security: &Security,
+        opts: &ClientOptions,
+    ) -> Result<(Self, ConnectionManager)> {
         let shown = redact(url);
         let client = match security.certificates() {
             Some(certs) => Client::build_with_tls(url, certs),

@@ -139,17 +139,27 @@ impl RedlockBackend {
         join_all(self.instances.iter().map(|i| i.call(&op))).await
     }
 
-    /// `Unavailable`, saying how many instances did what and what the others said.
+    /// `Unavailable`, saying how many instances did what and what the others said; `InvalidArgument` instead when
+    /// the instances that refused the configuration (a credential, a certificate) are enough to deny any majority,
+    /// since no retry fixes that.
     fn no_majority(&self, did: &str, yes: usize, refused: usize, errors: &[Error]) -> Error {
         let why: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        Error::unavailable(format!(
-            "{}: {yes} of {} instances {did}, {} needed ({refused} refused, {} failed: {})",
-            self.url,
-            self.instances.len(),
-            self.quorum,
-            errors.len(),
-            why.join("; ")
-        ))
+        let misconfigured = errors.iter().filter(|e| e.kind() == ErrorKind::InvalidArgument).count();
+        let kind = match misconfigured > self.instances.len() - self.quorum {
+            true => ErrorKind::InvalidArgument,
+            false => ErrorKind::Unavailable,
+        };
+        Error::new(
+            kind,
+            format!(
+                "{}: {yes} of {} instances {did}, {} needed ({refused} refused, {} failed: {})",
+                self.url,
+                self.instances.len(),
+                self.quorum,
+                errors.len(),
+                why.join("; ")
+            ),
+        )
     }
 
     /// The rule of renew, release and fenced writes: done if a majority did it; refused, with `refusal` made from

@@ -47,7 +47,10 @@ pub fn with_params(url: &str, params: &str) -> String {
 
 /// `url` with its TLS switched off: `redis://` for `rediss://`, no `tls=true` for Redlock and Redis Cluster.
 pub fn plaintext(url: &str) -> String {
-    url.replacen("rediss://", "redis://", 1).replace("?tls=true&", "?").replace("?tls=true", "").replace("&tls=true", "")
+    url.replacen("rediss://", "redis://", 1)
+        .replace("?tls=true&", "?")
+        .replace("?tls=true", "")
+        .replace("&tls=true", "")
 }
 
 /// `url` with the fencelock user's password replaced by `password`.
@@ -153,10 +156,20 @@ pub async fn refuses_plaintext_wrong_ca_and_wrong_password(server: &TlsServer, h
     let err = refused(&plaintext(&server.url), ErrorKind::Unavailable, "TLS").await;
     assert!(err.message().contains(how), "{err}");
 
-    let err = refused(&with_params(&server.url, &format!("ca={}", server.wrong_ca)), ErrorKind::InvalidArgument, "TLS handshake refused").await;
+    let err = refused(
+        &with_params(&server.url, &format!("ca={}", server.wrong_ca)),
+        ErrorKind::InvalidArgument,
+        "TLS handshake refused",
+    )
+    .await;
     assert!(err.message().contains("ca="), "{err}");
     assert!(!err.retryable());
 
-    let err = refused(&with_password(&server.with_ca(""), "wrong-pw-42"), ErrorKind::InvalidArgument, "authentication failed for").await;
+    let err = refused(
+        &with_password(&server.with_ca(""), "wrong-pw-42"),
+        ErrorKind::InvalidArgument,
+        "authentication failed for",
+    )
+    .await;
     assert!(!err.retryable());
 }

@@ -109,18 +109,34 @@ pub(crate) fn refusal(e: &RedisError, shown: &str) -> Option<Error> {
 /// needed (`NOAUTH`). redis-rs reports the first as its own kind at connect; the others arrive as server errors,
 /// and a cluster's connect error quotes them in its text.
 fn is_auth_refusal(e: &RedisError) -> bool {
-    const SAID: [&str; 4] = ["WRONGPASS", "NOAUTH", "invalid username-password pair", "AUTH <password> called without"];
+    const SAID: [&str; 5] = [
+        "WRONGPASS",
+        "NOAUTH",
+        "invalid username-password pair",
+        "AUTH <password> called without",
+        "Password authentication failed",
+    ];
     e.kind() == RedisErrorKind::AuthenticationFailed
         || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
         || SAID.iter().any(|s| e.to_string().contains(s))
 }
 
 /// A handshake rustls refused. redis-rs keeps the I/O error under an `Arc<dyn Error>`, whose `source()` skips the
-/// `io::Error` and with it the rustls error inside, so the chain is opened there by hand.
+/// `io::Error` and with it the rustls error inside, so the chain is opened there by hand. A cluster's connect error
+/// keeps only the text of its nodes' errors, so that is read for what rustls says when it refuses a peer.
 fn is_tls_refusal(e: &RedisError) -> bool {
     type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    const RUSTLS_SAYS: [&str; 5] = [
+        "invalid peer certificate",
+        "received fatal alert",
+        "peer is incompatible",
+        "peer misbehaved",
+        "peer sent no certificates",
+    ];
     let inner = std::error::Error::source(e).and_then(|s| s.downcast_ref::<Shared>());
-    tls::is_refusal(e) || inner.is_some_and(|inner| tls::is_refusal(&**inner))
+    tls::is_refusal(e)
+        || inner.is_some_and(|inner| tls::is_refusal(&**inner))
+        || (e.kind() == RedisErrorKind::Io && RUSTLS_SAYS.iter().any(|s| e.to_string().contains(s)))
 }
 
 #[cfg(test)]
@@ -148,7 +164,8 @@ mod tests {
     fn refused_credentials_are_invalid_arguments() {
         let wrong = redis::make_extension_error("WRONGPASS".into(), Some("invalid username-password pair".into()));
         let noauth = redis::make_extension_error("NOAUTH".into(), Some("Authentication required.".into()));
-        for e in [wrong, noauth, RedisError::from((RedisErrorKind::AuthenticationFailed, "Password authentication failed"))]
+        for e in
+            [wrong, noauth, RedisError::from((RedisErrorKind::AuthenticationFailed, "Password authentication failed"))]
         {
             let err = refusal(&e, "redis://u:***@h:1").unwrap();
             assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
@@ -160,6 +177,12 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::Unavailable);
         let tls = RedisError::from(std::io::Error::other(rustls::Error::General("bad certificate".into())));
         assert_eq!(refusal(&tls, "x").unwrap().kind(), ErrorKind::InvalidArgument);
+        let quoted = RedisError::from((
+            RedisErrorKind::Io,
+            "Failed to create initial connections",
+            "Io: invalid peer certificate: UnknownIssuer".to_string(),
+        ));
+        assert!(refusal(&quoted, "x").unwrap().message().contains("TLS handshake refused"));
     }
 
     #[test]
