@@ -211,17 +211,20 @@ probe_cluster() { probe_redis "$1"; }
 
 cluster_ok() { [[ $(redis_cli "$1" cluster info 2>/dev/null) == *cluster_state:ok* ]]; }
 
-# finish_cluster NODES...: assigns the slots across the masters, then waits until every node sees the whole cluster
-# as ok.
-finish_cluster() {
-    local name addrs=() deadline
+# create_cluster NODES...: assigns the slots across the masters.
+create_cluster() {
+    local name addrs=()
     for name in "$@"; do addrs+=("127.0.0.1:${PORT[$name]}"); done
     if ! redis_cli "$1" --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >>"$DIR/cluster.log" 2>&1
     then
         log_tail cluster
         die "redis-cli --cluster create failed (see $DIR/cluster.log)"
     fi
-    deadline=$((SECONDS + READY_TIMEOUT))
+}
+
+# await_cluster NODES...: waits until every node sees the whole cluster as ok.
+await_cluster() {
+    local name deadline=$((SECONDS + READY_TIMEOUT))
     for name in "$@"; do
         until cluster_ok "$name"; do
             if ((SECONDS >= deadline)); then
@@ -231,6 +234,18 @@ finish_cluster() {
             sleep 0.2
         done
     done
+}
+
+# The two clusters are made at once: each creation waits for its nodes to join, and a TLS node that saw itself in
+# a minority while its peers joined waits out a rejoin delay (the node timeout) before it reports ok.
+finish_cluster() {
+    local tls
+    create_cluster "${CLUSTER_TLS_NODES[@]}" &
+    tls=$!
+    create_cluster "${CLUSTER_NODES[@]}"
+    wait "$tls" || die "the TLS cluster could not be created"
+    await_cluster "${CLUSTER_NODES[@]}"
+    await_cluster "${CLUSTER_TLS_NODES[@]}"
 }
 
 # --- etcd ------------------------------------------------------------------------------------------------------
@@ -668,12 +683,16 @@ write_env() {
             local p1=${PORT[redlock1]} p2=${PORT[redlock2]} p3=${PORT[redlock3]}
             echo "export FENCELOCK_TEST_REDLOCK=\"redlock://127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3\""
             echo "export FENCELOCK_TEST_REDLOCK_PORTS=\"$p1 $p2 $p3\""
-            echo "export FENCELOCK_TEST_REDLOCK_TLS=\"redlock://fencelock:fencelock-pw@$(hosts "${REDLOCK_TLS_NODES[@]}")?tls=true\""
+            local tls_hosts
+            tls_hosts=$(hosts "${REDLOCK_TLS_NODES[@]}")
+            echo "export FENCELOCK_TEST_REDLOCK_TLS=\"redlock://fencelock:fencelock-pw@$tls_hosts?tls=true\""
         fi
         if wants redis-cluster; then
             local c1=${PORT[cluster1]} c2=${PORT[cluster2]} c3=${PORT[cluster3]}
             echo "export FENCELOCK_TEST_REDIS_CLUSTER=\"redis+cluster://127.0.0.1:$c1,127.0.0.1:$c2,127.0.0.1:$c3\""
-            echo "export FENCELOCK_TEST_REDIS_CLUSTER_TLS=\"redis+cluster://fencelock:fencelock-pw@$(hosts "${CLUSTER_TLS_NODES[@]}")?tls=true\""
+            local tls_nodes
+            tls_nodes=$(hosts "${CLUSTER_TLS_NODES[@]}")
+            echo "export FENCELOCK_TEST_REDIS_CLUSTER_TLS=\"redis+cluster://fencelock:fencelock-pw@$tls_nodes?tls=true\""
         fi
         if wants etcd; then echo "export FENCELOCK_TEST_ETCD=\"etcd://127.0.0.1:${PORT[etcd]}\""; fi
         if wants zk; then echo "export FENCELOCK_TEST_ZK=\"zk://127.0.0.1:${PORT[zk]}\""; fi
@@ -729,7 +748,7 @@ do_start() {
     wants mysql && instances+=(mysql)       # last: mariadb-install-db runs while the others start
     for name in "${instances[@]}"; do "launch_$(kind_of "$name")" "$name"; done
     for name in "${instances[@]}"; do await "$name"; done
-    if wants redis-cluster; then finish_cluster "${CLUSTER_NODES[@]}" && finish_cluster "${CLUSTER_TLS_NODES[@]}"; fi
+    if wants redis-cluster; then finish_cluster; fi
     if wants postgres; then finish_postgres; fi
     if wants mysql; then finish_mysql; fi
     write_env

@@ -169,10 +169,27 @@ async fn tls_with_an_acl_user_or_requirepass_locks_fences_and_wakes() {
     client.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plaintext_a_wrong_ca_a_wrong_name_and_wrong_credentials_are_refused() {
+#[tokio::test]
+async fn a_plaintext_url_to_a_tls_port_is_refused_with_a_hint() {
     let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
-    redis_tls::refuses_plaintext_wrong_ca_and_wrong_password(&server, "use rediss://").await;
+    redis_tls::refuses_plaintext(&server, "use rediss://").await;
+}
+
+#[tokio::test]
+async fn a_wrong_ca_is_refused() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
+    redis_tls::refuses_a_wrong_ca(&server).await;
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_refused_for_good() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
+    redis_tls::refuses_a_wrong_password(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_credentials_a_wrong_name_and_misplaced_parameters_are_refused() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
     let good = server.with_ca("");
     // No credentials at all: the server refuses the first command (NOAUTH), and connect asks one.
     let anonymous = good.replacen(&format!("fencelock:{}@", redis_tls::PASSWORD), "", 1);
@@ -200,4 +217,61 @@ async fn client_certificates_are_required_and_given() {
     redis_tls::refused(&rogue, ErrorKind::InvalidArgument, "TLS handshake refused").await;
     redis_tls::refused(&server.with_ca(&format!("&cert={cert}")), ErrorKind::InvalidArgument, "go together").await;
     redis_tls::locks_fence_and_wake(&server, &server.with_ca(&format!("&cert={cert}&key={key}")), false).await;
+}
+
+/// Credentials that stop working after connect (an ACL narrowed, a password changed) are `INVALID_ARGUMENT` on the
+/// next request too, never a retryable `UNAVAILABLE` once the connection that still worked is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_revoked_after_connect_are_not_retryable() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
+    let host = redis_tls::hosts(&server.url).remove(0);
+    let mut admin = redis_tls::raw(&server, &host).await;
+    let user = support::unique("acl");
+    let acl = |args: &[&str]| {
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg(args);
+        cmd
+    };
+    let _: () =
+        acl(&["SETUSER", &user, "on", ">first-pw-1", "~*", "&*", "+@all"]).query_async(&mut admin).await.unwrap();
+    let url =
+        server.with_ca("").replacen(&format!("fencelock:{}@", redis_tls::PASSWORD), &format!("{user}:first-pw-1@"), 1);
+    let client = Client::connect_with(&url, &redis_tls::opts()).await.unwrap();
+    let name = support::unique("revoked");
+    client.try_lock(&name, &LockOptions::default()).await.unwrap().unwrap().release().await.unwrap();
+
+    let _: () = acl(&["SETUSER", &user, "-@scripting"]).query_async(&mut admin).await.unwrap();
+    let err = client.try_lock(&name, &LockOptions::default()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("may not"), "{err}");
+
+    let _: () = acl(&["SETUSER", &user, "+@all", "resetpass", ">second-pw-2"]).query_async(&mut admin).await.unwrap();
+    let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("USER").arg(&user).query_async(&mut admin).await.unwrap();
+    // The first request may meet the killed connection; the reconnect then meets the new password. (inspect, not
+    // try_lock: the clean-up of a failed acquire holds the name's local queue place until it gives up.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let err = loop {
+        let err = client.inspect(&name).await.map(drop).unwrap_err();
+        if err.kind() != ErrorKind::Unavailable || Instant::now() > deadline {
+            break err;
+        }
+    };
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("authentication failed for") && !err.message().contains("first-pw-1"), "{err}");
+    println!("after the password changed: {err}");
+    client.close().await;
+    let _: i64 = acl(&["DELUSER", &user]).query_async(&mut admin).await.unwrap();
+}
+
+/// A TLS URL to a server that accepts the connection and never answers: the connect timeout bounds the handshake.
+#[tokio::test]
+async fn a_silent_server_costs_the_connect_timeout_not_forever() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let opts = fencelock::ClientOptions::default().connect_timeout(Duration::from_millis(500));
+    let started = Instant::now();
+    let err = Client::connect_with(&format!("rediss://u:sekrit@{}", silent.local_addr().unwrap()), &opts).await;
+    let err = err.map(drop).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(!err.message().contains("sekrit"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
 }

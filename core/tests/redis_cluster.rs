@@ -309,5 +309,12 @@ async fn tls_and_authentication_on_every_node() {
         lease.release().await.unwrap();
     }
     client.close().await;
-    redis_tls::refuses_plaintext_wrong_ca_and_wrong_password(&server, "add tls=true").await;
+}
+
+#[tokio::test]
+async fn a_plaintext_url_a_wrong_ca_and_a_wrong_password_are_refused() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_CLUSTER_TLS") else { return };
+    redis_tls::refuses_plaintext(&server, "add tls=true").await;
+    redis_tls::refuses_a_wrong_ca(&server).await;
+    redis_tls::refuses_a_wrong_password(&server).await;
 }

@@ -412,7 +412,14 @@ async fn tokens_rise_across_restarts_without_persistence() {
 async fn tls_and_authentication_on_every_instance() {
     let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDLOCK_TLS") else { return };
     redis_tls::locks_fence_and_wake(&server, &server.with_ca(""), false).await;
-    redis_tls::refuses_plaintext_wrong_ca_and_wrong_password(&server, "add tls=true").await;
     let files_without_tls = redis_tls::plaintext(&server.with_ca(""));
     redis_tls::refused(&files_without_tls, ErrorKind::InvalidArgument, "ca= given but TLS is off").await;
+}
+
+#[tokio::test]
+async fn a_plaintext_url_a_wrong_ca_and_a_wrong_password_are_refused() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDLOCK_TLS") else { return };
+    redis_tls::refuses_plaintext(&server, "add tls=true").await;
+    redis_tls::refuses_a_wrong_ca(&server).await;
+    redis_tls::refuses_a_wrong_password(&server).await;
 }

@@ -64,29 +64,33 @@ pub fn opts() -> ClientOptions {
 }
 
 /// The `host:port` of every server `url` lists.
-fn hosts(url: &str) -> Vec<String> {
+pub fn hosts(url: &str) -> Vec<String> {
     let rest = url.split_once("://").unwrap().1;
     let rest = rest.rsplit_once('@').map_or(rest, |(_, hosts)| hosts);
     rest.split(['/', '?']).next().unwrap().split(',').map(str::to_string).collect()
 }
 
-/// How many subscribers `channel` has over all servers of `server.url` (sharded pub/sub on a cluster), asked as the
-/// fencelock user over TLS (with a client certificate, for the servers that require one).
-async fn subscribers(server: &TlsServer, channel: &str, sharded: bool) -> i64 {
+/// A raw connection to `host` of `server`, as the fencelock user over TLS (with a client certificate, for the
+/// servers that require one).
+pub async fn raw(server: &TlsServer, host: &str) -> redis::aio::MultiplexedConnection {
     let read = |path: &str| std::fs::read(path).unwrap();
-    let certs = || redis::TlsCertificates {
+    let certs = redis::TlsCertificates {
         client_tls: Some(redis::ClientTlsConfig { client_cert: read(&server.cert), client_key: read(&server.key) }),
         root_cert: Some(read(&server.ca)),
     };
+    let url = format!("rediss://fencelock:{PASSWORD}@{host}");
+    let client = redis::Client::build_with_tls(url.as_str(), certs).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap_or_else(|e| panic!("{host}: {e}"))
+}
+
+/// How many subscribers `channel` has over all servers of `server.url` (sharded pub/sub on a cluster).
+async fn subscribers(server: &TlsServer, channel: &str, sharded: bool) -> i64 {
     let mut total = 0;
     for host in hosts(&server.url) {
-        let url = format!("rediss://fencelock:{PASSWORD}@{host}");
-        let client = redis::Client::build_with_tls(url.as_str(), certs()).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let (_, n): (String, i64) = redis::cmd("PUBSUB")
             .arg(if sharded { "SHARDNUMSUB" } else { "NUMSUB" })
             .arg(channel)
-            .query_async(&mut conn)
+            .query_async(&mut raw(server, &host).await)
             .await
             .unwrap();
         total += n;
@@ -150,26 +154,22 @@ pub async fn refused(url: &str, kind: ErrorKind, says: &str) -> Error {
     err
 }
 
-/// A plaintext URL to a TLS-only server says it may need TLS; a CA that did not sign the server's certificate and
-/// a password the server does not know are refused for good, without quoting the password.
-pub async fn refuses_plaintext_wrong_ca_and_wrong_password(server: &TlsServer, how: &str) {
+/// A plaintext URL to a TLS-only server fails within the connect timeout, saying it may need TLS and `how`.
+pub async fn refuses_plaintext(server: &TlsServer, how: &str) {
     let err = refused(&plaintext(&server.url), ErrorKind::Unavailable, "TLS").await;
     assert!(err.message().contains(how), "{err}");
+}
 
-    let err = refused(
-        &with_params(&server.url, &format!("ca={}", server.wrong_ca)),
-        ErrorKind::InvalidArgument,
-        "TLS handshake refused",
-    )
-    .await;
-    assert!(err.message().contains("ca="), "{err}");
-    assert!(!err.retryable());
+/// A CA that did not sign the server's certificate is refused for good, naming `ca=`.
+pub async fn refuses_a_wrong_ca(server: &TlsServer) {
+    let url = with_params(&server.url, &format!("ca={}", server.wrong_ca));
+    let err = refused(&url, ErrorKind::InvalidArgument, "TLS handshake refused").await;
+    assert!(err.message().contains("ca=") && !err.retryable(), "{err}");
+}
 
-    let err = refused(
-        &with_password(&server.with_ca(""), "wrong-pw-42"),
-        ErrorKind::InvalidArgument,
-        "authentication failed for",
-    )
-    .await;
-    assert!(!err.retryable());
+/// A password the server does not know is refused for good, without quoting it.
+pub async fn refuses_a_wrong_password(server: &TlsServer) {
+    let url = with_password(&server.with_ca(""), "wrong-pw-42");
+    let err = refused(&url, ErrorKind::InvalidArgument, "authentication failed for").await;
+    assert!(!err.retryable(), "{err}");
 }
