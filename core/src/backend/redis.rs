@@ -19,7 +19,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, FromRedisValue, ProtocolVersion, PushInfo, PushKind, RedisError, Script, ScriptInvocation, Value};
+use redis::{
+    Client, ErrorKind as RedisErrorKind, FromRedisValue, ProtocolVersion, PushInfo, PushKind, RedisError, Script,
+    ScriptInvocation, ServerErrorKind, Value,
+};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
@@ -257,9 +260,12 @@ impl Server {
         .map_err(|e| bad_url(url, e))?;
         let connecting = async {
             let mut conn = ConnectionManager::new_with_config(client.clone(), manager_config(opts)).await?;
-            // A server that wants a password takes the connection and refuses its first command: ask one now.
-            redis::cmd("PING").query_async::<()>(&mut conn).await?;
-            Ok::<_, RedisError>(conn)
+            // A server that wants a password takes the connection and refuses its first command: ask one now. An
+            // ACL user may lack PING itself; that refusal still says the login worked.
+            match redis::cmd("PING").query_async::<()>(&mut conn).await {
+                Err(e) if e.kind() != RedisErrorKind::Server(ServerErrorKind::NoPerm) => Err(e),
+                _ => Ok(conn),
+            }
         };
         let conn = tokio::time::timeout(opts.connect_timeout, connecting)
             .await
