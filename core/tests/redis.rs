@@ -202,6 +202,12 @@ async fn missing_credentials_a_wrong_name_and_misplaced_parameters_are_refused()
     // TLS files on a plaintext URL are a mistake, found before connecting.
     redis_tls::refused(&redis_tls::plaintext(&good), ErrorKind::InvalidArgument, "ca= given but TLS is off").await;
     redis_tls::refused(&format!("{good}#insecure"), ErrorKind::InvalidArgument, "fragment").await;
+    // TLS to a plaintext port: the server takes the handshake for a command that never ends, and answers nothing.
+    if let Ok(plain) = std::env::var("FENCELOCK_TEST_REDIS") {
+        let tls_to_plain = format!("{}?ca={}", plain.replacen("redis://", "rediss://", 1), server.ca);
+        let opts = fencelock::ClientOptions::default().connect_timeout(Duration::from_secs(1));
+        redis_tls::refused_with(&tls_to_plain, &opts, ErrorKind::Unavailable, "may be a plaintext port").await;
+    }
     redis_tls::refused(&format!("{good}&tls=true"), ErrorKind::InvalidArgument, "unknown parameters [\"tls\"]").await;
 }
 

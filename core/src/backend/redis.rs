@@ -269,7 +269,7 @@ impl Server {
         };
         let conn = tokio::time::timeout(opts.connect_timeout, connecting)
             .await
-            .map_err(|_| Error::unavailable(format!("{shown}: no connection within {:?}", opts.connect_timeout)))?
+            .map_err(|_| security.timeout_error(&shown, opts.connect_timeout))?
             .map_err(|e| security.connect_error(&e, &shown))?;
         Ok((Server { client }, conn))
     }

@@ -212,7 +212,7 @@ impl Deployment for Cluster {
             builder(&nodes, &security, opts).build().map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
         let conn = tokio::time::timeout(opts.connect_timeout, client.get_async_connection())
             .await
-            .map_err(|_| Error::unavailable(format!("{shown}: no connection within {:?}", opts.connect_timeout)))?
+            .map_err(|_| security.timeout_error(&shown, opts.connect_timeout))?
             .map_err(|e| security.connect_error(&e, &shown))?;
         Ok((Cluster { nodes, security }, conn))
     }

@@ -141,10 +141,15 @@ pub async fn locks_fence_and_wake(server: &TlsServer, url: &str, sharded: bool) 
 /// Connecting to `url` fails with `kind`, within the connect timeout (and a little), mentioning `says` and never
 /// the secrets of `url`.
 pub async fn refused(url: &str, kind: ErrorKind, says: &str) -> Error {
+    refused_with(url, &opts(), kind, says).await
+}
+
+/// [`refused`] with these options.
+pub async fn refused_with(url: &str, opts: &ClientOptions, kind: ErrorKind, says: &str) -> Error {
     let started = Instant::now();
-    let err = Client::connect_with(url, &opts()).await.map(drop).unwrap_err();
+    let err = Client::connect_with(url, opts).await.map(drop).unwrap_err();
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(5), "{url}: took {took:?}: {err}");
+    assert!(took < opts.connect_timeout + Duration::from_secs(2), "{url}: took {took:?}: {err}");
     assert_eq!(err.kind(), kind, "{url}: {err}");
     assert!(err.message().contains(says), "{url}: expected {says:?} in: {err}");
     for secret in [PASSWORD, "wrong-pw-42"] {

@@ -77,6 +77,18 @@ impl Security {
     }
 }
 
+impl Security {
+    /// The error for a connection not made within `limit`. A TLS client that meets a plaintext Redis waits: the
+    /// server reads the handshake as the start of a command that never ends.
+    pub(crate) fn timeout_error(&self, shown: &str, limit: std::time::Duration) -> Error {
+        let hint = match self.tls() {
+            true => " (a TLS handshake nobody answers may be a plaintext port)",
+            false => "",
+        };
+        Error::unavailable(format!("{shown}: no connection within {limit:?}{hint}"))
+    }
+}
+
 /// Parses the value of `tls=`.
 pub(crate) fn tls_flag(value: &str, shown: &str) -> Result<bool> {
     match value {
