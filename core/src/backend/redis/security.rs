@@ -75,9 +75,7 @@ impl Security {
         }
         Error::unavailable(format!("{shown}: cannot connect: {e}"))
     }
-}
 
-impl Security {
     /// The error for a connection not made within `limit`. A TLS client that meets a plaintext Redis waits: the
     /// server reads the handshake as the start of a command that never ends.
     pub(crate) fn timeout_error(&self, shown: &str, limit: std::time::Duration) -> Error {
