@@ -115,7 +115,7 @@ impl ZkBackend {
     async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
         let shown = redact(url);
         let target = target::parse(url, &shown)?;
-        let secure = target.tls.as_ref().map(|files| Secure::new(files, &shown)).transpose()?;
+        let secure = target.tls.as_ref().map(|files| Secure::new(files, &target.hosts, &shown)).transpose()?;
         let session = LiveSession {
             hosts: target.hosts.iter().map(Host::to_string).collect::<Vec<_>>().join(","),
             chroot: target.chroot,

@@ -27,8 +27,15 @@ pub(super) struct Secure {
 }
 
 impl Secure {
-    /// Reads and checks the files now, so that a missing or wrong one is reported at connect, by parameter.
-    pub(super) fn new(files: &TlsFiles, shown: &str) -> Result<Secure> {
+    /// Reads and checks the files now, so that a missing or wrong one is reported at connect, by parameter; and the
+    /// host names, which zookeeper-client would panic on if they were no certificate name.
+    pub(super) fn new(files: &TlsFiles, hosts: &[Host], shown: &str) -> Result<Secure> {
+        if let Some(host) = hosts.iter().find(|h| server_name(h).is_err()) {
+            return Err(Error::invalid(format!(
+                "{shown}: host {:?} cannot be checked against a certificate",
+                host.name
+            )));
+        }
         if files.ca.is_none() {
             return Err(Error::invalid(format!(
                 "{shown}: tls=true needs ca= (the CA of the servers' certificates): zookeeper-client has no built-in \
@@ -71,9 +78,8 @@ impl Secure {
 /// One TLS handshake with `host`, then one read: with TLS 1.3 a server refuses a client certificate only after the
 /// client has finished, by an alert in place of its first record. The connection is dropped after that.
 async fn handshake(config: Arc<ClientConfig>, host: &Host) -> std::result::Result<(), BoxError> {
-    let name = host.name.trim_start_matches('[').trim_end_matches(']');
-    let mut tls = rustls::ClientConnection::new(config, ServerName::try_from(name.to_string())?)?;
-    let mut tcp = tokio::net::TcpStream::connect((name, host.port)).await?;
+    let mut tls = rustls::ClientConnection::new(config, server_name(host)?)?;
+    let mut tcp = tokio::net::TcpStream::connect((unbracketed(host), host.port)).await?;
     let mut buf = vec![0; 16 * 1024];
     let mut read_after = false;
     loop {
@@ -94,5 +100,32 @@ async fn handshake(config: Arc<ClientConfig>, host: &Host) -> std::result::Resul
         }
         tls.read_tls(&mut &buf[..n])?;
         tls.process_new_packets()?;
+    }
+}
+
+/// The name a certificate must carry: an IP address (IPv6 without its brackets) or a DNS name.
+fn server_name(host: &Host) -> std::result::Result<ServerName<'static>, rustls::pki_types::InvalidDnsNameError> {
+    ServerName::try_from(unbracketed(host).to_string())
+}
+
+fn unbracketed(host: &Host) -> &str {
+    host.name.trim_start_matches('[').trim_end_matches(']')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+    use crate::backend::parse_hosts;
+
+    #[test]
+    fn refuses_hosts_no_certificate_can_name_and_tls_without_a_ca() {
+        let bad = parse_hosts("127.0.0.1,[1::2::3]", 2181).unwrap();
+        let e = Secure::new(&TlsFiles::default(), &bad, "zk://x").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.message().contains("host \"[1::2::3]\" cannot be checked against a certificate"), "{e}");
+        let good = parse_hosts("zk-1.example,[::1]", 2181).unwrap();
+        let e = Secure::new(&TlsFiles::default(), &good, "zk://x").unwrap_err();
+        assert!(e.message().contains("tls=true needs ca="), "{e}");
     }
 }
