@@ -167,8 +167,7 @@ async fn a_wrong_password_is_a_non_retryable_invalid_argument() {
     remove_tree(&raw(&hosts, Some(OWNER)).await, &root).await;
 }
 
-/// The TLS URL of the test server with `ca=`, `cert=` and `key=` replaced (`None` leaves a parameter out), and
-/// credentials and a chroot.
+/// The secureClientPort of the test server and the test PKI's CA and client certificate.
 struct Tls {
     hosts: String,
     ca: String,
@@ -188,6 +187,7 @@ impl Tls {
         })
     }
 
+    /// A `tls=true` URL with the given user-info, chroot, `ca=` and, unless `None`, `cert=` and `key=`.
     fn url(&self, userinfo: &str, root: &str, ca: &str, identity: Option<(&str, &str)>) -> String {
         let identity = identity.map_or(String::new(), |(cert, key)| format!("&cert={cert}&key={key}"));
         format!("zk://{userinfo}{}{root}?tls=true&ca={ca}{identity}", self.hosts)
