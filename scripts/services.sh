@@ -13,7 +13,8 @@
 #   default user's password is default-pw): FENCELOCK_TEST_REDIS_TLS (rediss://fencelock:…; client certificates
 #   optional), FENCELOCK_TEST_REDIS_MTLS (the same, client certificate required), FENCELOCK_TEST_REDLOCK_TLS and
 #   FENCELOCK_TEST_REDIS_CLUSTER_TLS (three instances or masters, ?tls=true; the cluster bus is TLS too). The URLs
-#   name no ca=: add ?ca=$FENCELOCK_TEST_CA (or &ca=).
+#   name no ca=: add ?ca=$FENCELOCK_TEST_CA (or &ca=); FENCELOCK_TEST_REDIS_SECURE is _TLS with it,
+#   ready to use.
 #   FENCELOCK_TEST_ETCD, FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES,
 #   FENCELOCK_TEST_ZK_TLS (the same ZooKeeper's secureClientPort, which requires a client certificate of the test
 #   CA: a zk://…?tls=true URL with ca=, cert= and key= of the test PKI; digest auth needs no server set-up),
@@ -697,6 +698,8 @@ write_env() {
         if wants redis; then
             echo "export FENCELOCK_TEST_REDIS=\"redis://127.0.0.1:${PORT[redis]}\""
             echo "export FENCELOCK_TEST_REDIS_TLS=\"rediss://fencelock:fencelock-pw@127.0.0.1:${PORT[redis-tls]}\""
+            # Ready to use (TLS, an ACL user and the CA): the conformance runners' TLS row in every language.
+            echo "export FENCELOCK_TEST_REDIS_SECURE=\"rediss://fencelock:fencelock-pw@127.0.0.1:${PORT[redis-tls]}?ca=$DIR/tls/ca.pem\""
             echo "export FENCELOCK_TEST_REDIS_MTLS=\"rediss://fencelock:fencelock-pw@127.0.0.1:${PORT[redis-mtls]}\""
         fi
         if wants redlock; then

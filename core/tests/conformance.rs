@@ -368,6 +368,7 @@ macro_rules! served_backend {
 
 // The BACKENDS table: one line per served backend. An unreachable URL is a loopback port where nothing listens.
 served_backend!(redis, "FENCELOCK_TEST_REDIS", "redis://127.0.0.1:1");
+served_backend!(redis_tls, "FENCELOCK_TEST_REDIS_SECURE", "rediss://127.0.0.1:1");
 served_backend!(redlock, "FENCELOCK_TEST_REDLOCK", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3");
 served_backend!(redis_cluster, "FENCELOCK_TEST_REDIS_CLUSTER", "redis+cluster://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3");
 served_backend!(etcd, "FENCELOCK_TEST_ETCD", "etcd://127.0.0.1:1");

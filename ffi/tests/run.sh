@@ -70,6 +70,7 @@ served() {
     fi
 }
 served redis FENCELOCK_TEST_REDIS
+served redis-tls FENCELOCK_TEST_REDIS_SECURE
 served mysql FENCELOCK_TEST_MYSQL
 run "demo" "$WORK/demo" "sqlite:$WORK/demo.db"
 

@@ -18,6 +18,7 @@ SCENARIO_DIR = Path(__file__).resolve().parents[2] / "tests" / "conformance"
 # The BACKENDS table, as in the Rust runner: (label, env var, an address of that backend where nothing answers).
 SERVED = [
     ("redis", "FENCELOCK_TEST_REDIS", "redis://127.0.0.1:1"),
+    ("redis-tls", "FENCELOCK_TEST_REDIS_SECURE", "rediss://127.0.0.1:1"),
     ("redlock", "FENCELOCK_TEST_REDLOCK", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"),
     ("etcd", "FENCELOCK_TEST_ETCD", "etcd://127.0.0.1:1"),
     ("postgres", "FENCELOCK_TEST_POSTGRES", "postgres://postgres@127.0.0.1:1/fencelock_test"),

@@ -36,6 +36,7 @@ class ConformanceTest {
     /** (label, variable, an address of that backend where nothing answers): the runners' BACKENDS table. */
     private static final String[][] SERVED = {
         {"redis", "FENCELOCK_TEST_REDIS", "redis://127.0.0.1:1"},
+        {"redis-tls", "FENCELOCK_TEST_REDIS_SECURE", "rediss://127.0.0.1:1"},
         {"redlock", "FENCELOCK_TEST_REDLOCK", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"},
         {"redis_cluster", "FENCELOCK_TEST_REDIS_CLUSTER", "redis+cluster://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"},
         {"etcd", "FENCELOCK_TEST_ETCD", "etcd://127.0.0.1:1"},
