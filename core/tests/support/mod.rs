@@ -7,4 +7,5 @@ pub use services::{service_url, skipped, unique};
 
 pub mod etcd_raw;
 pub mod members;
+pub mod secured;
 pub mod sql;

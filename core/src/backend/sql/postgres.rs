@@ -287,7 +287,11 @@ impl PostgresBackend {
 
     /// Maps a failed connect: refused credentials and TLS mismatches are the caller's to fix, the rest may pass.
     fn connect_err(&self, e: tokio_postgres::Error) -> Error {
-        let text = e.to_string();
+        // The driver's own text names only the kind ("invalid configuration"); its source says what.
+        let text = match std::error::Error::source(&e).map(|s| s.to_string()) {
+            Some(why) if !e.to_string().contains(&why) => format!("{e}: {why}"),
+            _ => e.to_string(),
+        };
         // SQLSTATE class 28: invalid_authorization_specification (pg_hba.conf refused) and invalid_password.
         if let Some(db) = e.as_db_error().filter(|db| db.code().code().starts_with("28")) {
             return Error::invalid(format!("authentication failed for {}: {}", self.url, db.message()));
@@ -301,7 +305,7 @@ impl PostgresBackend {
         if text.contains("server does not support TLS") {
             return Error::invalid(format!("{}: the server does not offer TLS, which sslmode= requires", self.url));
         }
-        Error::unavailable(format!("{}: cannot connect: {e}", self.url))
+        Error::unavailable(format!("{}: cannot connect: {text}", self.url))
     }
 
     async fn open_session(&self) -> Result<PreparedConn> {
