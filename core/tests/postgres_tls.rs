@@ -44,7 +44,8 @@ async fn each_sslmode_that_encrypts_connects_and_disable_is_refused() {
 async fn a_wrong_ca_or_host_name_is_refused_and_verify_ca_skips_the_name() {
     let Some((url, ca)) = target() else { return };
     let wrong = env("FENCELOCK_TEST_WRONG_CA");
-    for params in [format!("sslmode=verify-full&ca={wrong}"), format!("ca={wrong}"), format!("sslmode=require&ca={wrong}")]
+    for params in
+        [format!("sslmode=verify-full&ca={wrong}"), format!("ca={wrong}"), format!("sslmode=require&ca={wrong}")]
     {
         let err = Client::connect_with(&with_params(&url, &params), &quick()).await.unwrap_err();
         assert_refused(&err, "TLS handshake refused", PASSWORD);

@@ -23,6 +23,7 @@ mod attempt;
 mod deletes;
 mod ops;
 mod rpc;
+mod secure;
 mod session;
 
 use std::sync::Arc;
@@ -31,15 +32,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fencelock_proto::mvccpb::event::EventType;
 use tonic::Code;
-use tonic::transport::{ClientTlsConfig, Identity};
 use url::form_urlencoded;
 
 use self::attempt::EtcdAttempt;
 use self::deletes::{Deletes, delete_own};
 use self::rpc::{Credentials, EtcdError, Rpc, Settings, describe};
+use self::secure::{causes, tls_config};
 use self::session::{KeptLease, KeptLeases, Refresh};
+use super::tls::TlsFiles;
 use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held};
-use super::tls::{self, TlsFiles};
 use super::{decode_register, encode_register, parse_hosts, redact};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
@@ -106,32 +107,6 @@ fn parse_url(url: &str) -> Result<Target> {
     Ok(Target { endpoints, user, tls: tls.then_some(files) })
 }
 
-/// tonic's TLS configuration for the files of a URL: the roots and client identity `backend/tls.rs` reads, checked
-/// now so that a bad file is reported by connect, by name.
-fn tls_config(files: &TlsFiles, shown: &str) -> Result<ClientTlsConfig> {
-    let pem = files.read(shown)?;
-    let mut config = ClientTlsConfig::new().trust_anchors(pem.roots(files, shown)?.roots);
-    pem.identity(files, shown)?;
-    if let (Some(cert), Some(key)) = (&pem.cert, &pem.key) {
-        config = config.identity(Identity::from_pem(cert, key));
-    }
-    Ok(config)
-}
-
-/// An error and its causes in one line: a failed TLS handshake says what went wrong only deep in the chain.
-fn causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text = format!("{text}: {more}");
-        }
-        next = cause.source();
-    }
-    text
-}
-
 fn key_of(name: &str, lease: i64) -> String {
     format!("{name}/{lease:x}")
 }
@@ -171,21 +146,30 @@ impl EtcdBackend {
             user: target.user,
             tls: target.tls.as_ref().map(|files| tls_config(files, &shown)).transpose()?,
         };
-        let rpc = Arc::new(Rpc::new(target.endpoints, settings).map_err(|e| Error::invalid(format!("{shown}: {e}")))?);
+        let rpc = Arc::new(
+            Rpc::new(target.endpoints.clone(), settings).map_err(|e| Error::invalid(format!("{shown}: {e}")))?,
+        );
         // Channels connect lazily: one read proves an endpoint answers (the first listed that does).
         let connecting = rpc.range_within(opts.connect_timeout, ops::count("fencelock/"));
-        tokio::time::timeout(opts.connect_timeout, connecting)
-            .await
-            .map_err(|_| unavailable(format!("no answer within {:?}", opts.connect_timeout)))?
-            .map_err(|e| match e.code() {
+        let e = match tokio::time::timeout(opts.connect_timeout, connecting).await {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(e),
+            Err(_) => return Err(unavailable(format!("no answer within {:?}", opts.connect_timeout))),
+        };
+        if let Some(e) = e {
+            return Err(match e.code() {
                 // Wrong or missing credentials, or a user without rights: retrying will not help.
                 Code::InvalidArgument | Code::Unauthenticated => {
                     Error::invalid(format!("authentication failed for {shown}: {}", e.message()))
                 }
                 Code::PermissionDenied => Error::invalid(format!("{shown}: etcd refused access: {}", e.message())),
-                _ if tls::is_refusal(&e) => tls::refused(&shown, causes(&e)),
-                _ => unavailable(format!("cannot connect: {}", describe(&e))),
-            })?;
+                _ => match &target.tls {
+                    Some(files) => secure::refusal(&e, &target.endpoints, files, &shown, opts.connect_timeout).await,
+                    None => None,
+                }
+                .unwrap_or_else(|| unavailable(format!("cannot connect: {}", causes(&e)))),
+            });
+        }
         Ok(EtcdBackend {
             leases: KeptLeases::new(rpc.clone()),
             rpc,
@@ -401,7 +385,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             request_timeout: Duration::from_secs(1),
             user: t.user.clone(),
-            tls: Some(ClientTlsConfig::new()),
+            tls: Some(tonic::transport::ClientTlsConfig::new()),
         };
         for shown in [format!("{t:?}"), format!("{settings:?}")] {
             assert!(!shown.contains("pa/ss-9") && shown.contains("root"), "{shown}");

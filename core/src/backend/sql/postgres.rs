@@ -32,11 +32,11 @@ use self::ssl::{MakeRustls, RustlsStream};
 
 use super::{POSTGRES, holder_ttl, lock_info, micros, stored_token};
 use crate::backend::record::{RecordAttempt, Records};
-use crate::backend::{redact, tls};
 use crate::backend::waiters::{Channels, Listen, Subscription, wait_notified};
 use crate::backend::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
 };
+use crate::backend::{redact, tls};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
 
@@ -300,7 +300,7 @@ impl PostgresBackend {
             return Error::invalid(format!("authentication failed for {}: the server asks for a password", self.url));
         }
         if tls::is_refusal(&e) {
-            return tls::refused(&self.url, &e);
+            return tls::refused(&self.url, &text);
         }
         if text.contains("server does not support TLS") {
             return Error::invalid(format!("{}: the server does not offer TLS, which sslmode= requires", self.url));
