@@ -13,7 +13,8 @@
 #   FENCELOCK_TEST_POSTGRES_TLS (user fencelock_tls, whom the same server admits over TLS only, with a password),
 #   FENCELOCK_TEST_ETCD_TLS (with etcd: a second etcd that speaks TLS only, wants a client certificate signed by
 #   FENCELOCK_TEST_CA and has authentication on; the URL's user fencelock may read and write every key; add ca=,
-#   cert= and key=; the client certificate's CN is no etcd user, so the password is what authorizes),
+#   cert= and key=; the client certificate's CN is no etcd user, so the password is what authorizes; root's
+#   password is etcd-root-pw; auth tokens are JWTs),
 #   FENCELOCK_TEST_MYSQL (root, no password), FENCELOCK_TEST_MYSQL_AUTH (user fencelock, password fencelock-pw),
 #   FENCELOCK_TEST_MYSQL_TLS (a user the server admits over TLS only),
 #   FENCELOCK_TEST_ETCD_CLUSTER and FENCELOCK_TEST_ZK_ENSEMBLE (three members each; with _PORTS, _PIDS, and the
@@ -226,11 +227,18 @@ launch_etcd_tls() {
     client=https://127.0.0.1:${PORT[$name]}
     peer=http://127.0.0.1:$PICKED
     rm -rf "${DIR:?}/$name"
+    # JWT auth tokens (signed with the server key, which etcd wants as SEC1): they carry the auth store's revision,
+    # so a change to users or roles outdates them, unlike simple tokens; the tests check the backend copes.
+    if ! { openssl ec -in "$t/server.key" -out "$DIR/$name-jwt.key" &&
+        openssl ec -in "$t/server.key" -pubout -out "$DIR/$name-jwt.pub"; } 2>>"$DIR/tls.log"; then
+        die "could not make the JWT keys of the TLS etcd (see $DIR/tls.log)"
+    fi
     spawn "$name" TERM etcd --name fencelock-tls --data-dir "$DIR/$name" --logger zap \
         --listen-client-urls "$client" --advertise-client-urls "$client" \
         --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
         --initial-cluster "fencelock-tls=$peer" --initial-cluster-state new \
-        --cert-file "$t/server.pem" --key-file "$t/server.key" --trusted-ca-file "$t/ca.pem" --client-cert-auth
+        --cert-file "$t/server.pem" --key-file "$t/server.key" --trusted-ca-file "$t/ca.pem" --client-cert-auth \
+        --auth-token "jwt,pub-key=$DIR/$name-jwt.pub,priv-key=$DIR/$name-jwt.key,sign-method=ES256,ttl=10m"
 }
 
 # etcdctl_tls ARGS...: etcdctl against the TLS etcd with the test client certificate (and ARGS' --user, if any).

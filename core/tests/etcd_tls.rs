@@ -2,12 +2,16 @@
 //! listens on https only, requires a client certificate signed by `FENCELOCK_TEST_CA` (`--client-cert-auth`) and has
 //! authentication on. The URL's user fencelock may read and write every key. The client certificate's CN
 //! (fencelock-client) is no etcd user, so without the password etcd refuses the requests: the password authorizes,
-//! the certificate only gets the connection in.
+//! the certificate only gets the connection in. The root user's password is etcd-root-pw; auth tokens are JWTs.
 
 mod support;
 
-use fencelock::{Client, ErrorKind};
+use std::process::Stdio;
+use std::time::Duration;
+
+use fencelock::{Client, ErrorKind, LockOptions};
 use support::secured::{assert_refused, locks_fence_and_wake, quick, with_params};
+use tokio::process::Command;
 
 const PASSWORD: &str = "etcd-tls-pw";
 
@@ -92,4 +96,38 @@ async fn a_wrong_or_missing_password_is_final_and_not_shown() {
     let anonymous = url.replacen(&format!("fencelock:{PASSWORD}@"), "", 1);
     let err = Client::connect_with(&with_params(&anonymous, &params), &quick()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+}
+
+/// etcdctl as root against the TLS etcd.
+async fn etcdctl_root(url: &str, args: &[&str]) {
+    let endpoint = format!("https://{}", url.rsplit_once('@').expect("a user in the URL").1);
+    let status = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &endpoint, "--cacert", &env("FENCELOCK_TEST_CA"), "--user", "root:etcd-root-pw"])
+        .args(["--cert", &env("FENCELOCK_TEST_CLIENT_CERT"), "--key", &env("FENCELOCK_TEST_CLIENT_KEY")])
+        .args(["--dial-timeout", "2s", "--command-timeout", "5s"])
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .await
+        .expect("etcdctl runs");
+    assert!(status.success(), "etcdctl {args:?}");
+}
+
+/// A change to users or roles makes etcd refuse writes under every older token ("revision of auth store is old"),
+/// however fresh: the backend must authenticate again rather than fail for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_outdated_by_a_change_of_users_is_replaced() {
+    let Some(url) = target() else { return };
+    let url = with_params(&url, &files(&env("FENCELOCK_TEST_CA"), Some("CLIENT")));
+    let client = Client::connect_with(&url, &quick()).await.unwrap();
+    let name = support::unique("auth-revision");
+    let opts = LockOptions::default().ttl(Duration::from_secs(10));
+    client.lock(&name, &opts).await.unwrap().release().await.unwrap();
+    let someone = support::unique("someone");
+    etcdctl_root(&url, &["user", "add", &someone, "--new-user-password=x-pw"]).await;
+    let lease = client.lock(&name, &opts).await.expect("a lock after the auth store changed");
+    lease.release().await.unwrap();
+    etcdctl_root(&url, &["user", "delete", &someone]).await;
+    client.close().await;
 }

@@ -7,7 +7,8 @@
 //! move on. (A balanced channel over every endpoint, as etcd-client has, keeps sending to a dead member.)
 //!
 //! With credentials, each endpoint authenticates on first use and sends the token in the `token` metadata; a token
-//! the server no longer accepts (expired, or the member restarted) is replaced once per request. With TLS, every
+//! the server no longer accepts (expired, the member restarted, or older than a change to users and roles) is
+//! replaced once per request. With TLS, every
 //! channel uses the same tonic TLS configuration (rustls with ring; the roots and identity of `backend/tls.rs`).
 
 use std::fmt;
@@ -104,12 +105,17 @@ enum Failure {
     Application,
 }
 
+/// etcd's ErrGRPCAuthOldRevision, which comes as INVALID_ARGUMENT.
+const AUTH_OLD_REVISION: &str = "revision of auth store is old";
+
 fn failure(e: &Status) -> Failure {
     match e.code() {
         // UNKNOWN: what tonic makes of an HTTP/2 or I/O error it cannot name; etcd itself does not send it.
         Code::Unavailable | Code::Unknown => Failure::Transport,
         Code::DeadlineExceeded | Code::Cancelled => Failure::Timeout,
         Code::Unauthenticated => Failure::Unauthenticated,
+        // A token from before any change to users or roles: etcd refuses it for writes until it is replaced.
+        Code::InvalidArgument if e.message().contains(AUTH_OLD_REVISION) => Failure::Unauthenticated,
         _ => Failure::Application,
     }
 }
