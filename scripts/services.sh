@@ -11,6 +11,7 @@
 #   FENCELOCK_TEST_REDIS, FENCELOCK_TEST_REDLOCK, FENCELOCK_TEST_REDLOCK_PORTS, FENCELOCK_TEST_REDIS_CLUSTER,
 #   FENCELOCK_TEST_ETCD, FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES,
 #   FENCELOCK_TEST_POSTGRES_TLS (user fencelock_tls, whom the same server admits over TLS only, with a password),
+#   FENCELOCK_TEST_POSTGRES_CERT (user fencelock-client, admitted by the client certificate of that CN only),
 #   FENCELOCK_TEST_ETCD_TLS (with etcd: a second etcd that speaks TLS only, wants a client certificate signed by
 #   FENCELOCK_TEST_CA and has authentication on; the URL's user fencelock may read and write every key; add ca=,
 #   cert= and key=; the client certificate's CN is no etcd user, so the password is what authorizes; root's
@@ -502,11 +503,13 @@ init_postgres() {
     cp "$DIR/tls/server.pem" "$DIR/tls/server.key" "$DIR/tls/ca.pem" "$PGTMP/"
     chmod 600 "$PGTMP/server.key"
     if ((EUID == 0)); then chown postgres: "$PGTMP/server.pem" "$PGTMP/server.key" "$PGTMP/ca.pem"; fi
-    # fencelock_tls: a password, over TLS only (first match wins); everyone else as initdb left it (trust).
+    # fencelock_tls: a password, over TLS only; fencelock-client: its client certificate, over TLS only (first match
+    # wins); everyone else as initdb left it (trust).
     local hba=$PGTMP/data/pg_hba.conf
     {
         printf '%s\n' 'hostssl all fencelock_tls 127.0.0.1/32 scram-sha-256' \
-            'hostnossl all fencelock_tls 127.0.0.1/32 reject'
+            'hostnossl all fencelock_tls 127.0.0.1/32 reject' 'hostssl all fencelock-client 127.0.0.1/32 cert' \
+            'host all fencelock-client 127.0.0.1/32 reject'
         cat "$hba"
     } >"$hba.new" && mv "$hba.new" "$hba"
     if ((EUID == 0)); then chown postgres: "$hba"; fi
@@ -536,7 +539,8 @@ finish_postgres() {
     fi
     "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "${PORT[postgres]}" -U postgres -d postgres \
         -c 'CREATE DATABASE fencelock_test' -c "CREATE USER fencelock_tls PASSWORD 'pg-tls-pw'" \
-        -c 'CREATE DATABASE fencelock_tls OWNER fencelock_tls' >>"$DIR/postgres.log" 2>&1 ||
+        -c 'CREATE DATABASE fencelock_tls OWNER fencelock_tls' -c 'CREATE USER "fencelock-client"' \
+        -c 'CREATE DATABASE fencelock_cert OWNER "fencelock-client"' >>"$DIR/postgres.log" 2>&1 ||
         die "could not create database fencelock_test (see $DIR/postgres.log)"
 }
 
@@ -696,6 +700,7 @@ write_env() {
         if wants postgres; then
             echo "export FENCELOCK_TEST_POSTGRES=\"postgres://postgres@127.0.0.1:${PORT[postgres]}/fencelock_test\""
             echo "export FENCELOCK_TEST_POSTGRES_TLS=\"postgres://fencelock_tls:pg-tls-pw@127.0.0.1:${PORT[postgres]}/fencelock_tls\""
+            echo "export FENCELOCK_TEST_POSTGRES_CERT=\"postgres://fencelock-client@127.0.0.1:${PORT[postgres]}/fencelock_cert\""
         fi
         if wants mysql; then
             local my=127.0.0.1:${PORT[mysql]}/fencelock_test

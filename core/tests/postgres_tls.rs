@@ -1,6 +1,8 @@
 //! PostgreSQL over TLS with a password: user fencelock_tls of the server scripts/services.sh starts
 //! (`FENCELOCK_TEST_POSTGRES_TLS`), whom pg_hba.conf admits over TLS only (`hostssl` with scram-sha-256,
-//! `hostnossl … reject`). The server's certificate is for 127.0.0.1 and signed by `FENCELOCK_TEST_CA`.
+//! `hostnossl … reject`), and user fencelock-client (`FENCELOCK_TEST_POSTGRES_CERT`), whom it admits by the client
+//! certificate of that CN (`hostssl … cert`). The server's certificate is for 127.0.0.1 and signed by
+//! `FENCELOCK_TEST_CA`.
 
 mod support;
 
@@ -87,4 +89,23 @@ async fn bad_tls_parameters_name_themselves() {
         let err = Client::connect_with(url, &quick()).await.unwrap_err();
         assert_refused(&err, says, "no secret here");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_logs_in_and_a_missing_or_foreign_one_is_refused() {
+    let Some(url) = support::service_url("FENCELOCK_TEST_POSTGRES_CERT") else { return };
+    let ca = env("FENCELOCK_TEST_CA");
+    let with = |who: &str| {
+        let (cert, key) = (env(&format!("FENCELOCK_TEST_{who}_CERT")), env(&format!("FENCELOCK_TEST_{who}_KEY")));
+        with_params(&url, &format!("sslmode=verify-full&sslrootcert={ca}&sslcert={cert}&sslkey={key}"))
+    };
+    locks_fence_and_wake(&with("CLIENT")).await;
+    let err =
+        Client::connect_with(&with_params(&url, &format!("sslmode=verify-full&ca={ca}")), &quick()).await.unwrap_err();
+    assert_refused(&err, "authentication failed for postgres://fencelock-client@127.0.0.1", "no secret here");
+    // Signed by the wrong CA, or for another user: refused in the handshake, or by the name.
+    let err = Client::connect_with(&with("ROGUE"), &quick()).await.unwrap_err();
+    assert_refused(&err, "TLS handshake refused", "no secret here");
+    let err = Client::connect_with(&with("OTHER"), &quick()).await.unwrap_err();
+    assert_refused(&err, "authentication failed for", "no secret here");
 }
