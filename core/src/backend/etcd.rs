@@ -107,6 +107,24 @@ fn parse_url(url: &str) -> Result<Target> {
     Ok(Target { endpoints, user, tls: tls.then_some(files) })
 }
 
+/// The error for a first request that failed with `e`: final for refused credentials and TLS, else `Unavailable`.
+async fn connect_error(e: EtcdError, target: &Target, shown: &str, within: Duration) -> Error {
+    match e.code() {
+        // Wrong or missing credentials, or a user without rights: retrying will not help.
+        Code::InvalidArgument | Code::Unauthenticated => {
+            return Error::invalid(format!("authentication failed for {shown}: {}", e.message()));
+        }
+        Code::PermissionDenied => return Error::invalid(format!("{shown}: etcd refused access: {}", e.message())),
+        _ => {}
+    }
+    if let Some(files) = &target.tls
+        && let Some(refused) = secure::refusal(&e, &target.endpoints, files, shown, within).await
+    {
+        return refused;
+    }
+    Error::unavailable(format!("{shown}: cannot connect: {}", causes(&e)))
+}
+
 fn key_of(name: &str, lease: i64) -> String {
     format!("{name}/{lease:x}")
 }
@@ -143,7 +161,7 @@ impl EtcdBackend {
         let settings = Settings {
             connect_timeout: opts.connect_timeout,
             request_timeout: opts.request_timeout,
-            user: target.user,
+            user: target.user.clone(),
             tls: target.tls.as_ref().map(|files| tls_config(files, &shown)).transpose()?,
         };
         let rpc = Arc::new(
@@ -151,24 +169,11 @@ impl EtcdBackend {
         );
         // Channels connect lazily: one read proves an endpoint answers (the first listed that does).
         let connecting = rpc.range_within(opts.connect_timeout, ops::count("fencelock/"));
-        let e = match tokio::time::timeout(opts.connect_timeout, connecting).await {
-            Ok(Ok(_)) => None,
-            Ok(Err(e)) => Some(e),
-            Err(_) => return Err(unavailable(format!("no answer within {:?}", opts.connect_timeout))),
-        };
-        if let Some(e) = e {
-            return Err(match e.code() {
-                // Wrong or missing credentials, or a user without rights: retrying will not help.
-                Code::InvalidArgument | Code::Unauthenticated => {
-                    Error::invalid(format!("authentication failed for {shown}: {}", e.message()))
-                }
-                Code::PermissionDenied => Error::invalid(format!("{shown}: etcd refused access: {}", e.message())),
-                _ => match &target.tls {
-                    Some(files) => secure::refusal(&e, &target.endpoints, files, &shown, opts.connect_timeout).await,
-                    None => None,
-                }
-                .unwrap_or_else(|| unavailable(format!("cannot connect: {}", causes(&e)))),
-            });
+        let answered = tokio::time::timeout(opts.connect_timeout, connecting)
+            .await
+            .map_err(|_| unavailable(format!("no answer within {:?}", opts.connect_timeout)))?;
+        if let Err(e) = answered {
+            return Err(connect_error(e, &target, &shown, opts.connect_timeout).await);
         }
         Ok(EtcdBackend {
             leases: KeptLeases::new(rpc.clone()),
