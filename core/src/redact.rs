@@ -165,7 +165,7 @@ impl<'a> Parts<'a> {
 
 /// Where the user-info ends: the last `@` of the authority. A `@` inside a query value (`?x=a@b`) does not count;
 /// one after a `/` does, since a password may contain `/` but a host list may not.
-fn userinfo_end(rest: &str) -> Option<usize> {
+pub(crate) fn userinfo_end(rest: &str) -> Option<usize> {
     let mut end = rest.len();
     loop {
         let at = rest[..end].rfind('@')?;

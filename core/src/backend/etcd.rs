@@ -44,6 +44,7 @@ use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo,
 use super::{decode_register, encode_register, parse_hosts, redact};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
+use crate::redact::userinfo_end;
 use crate::tasks::Tasks;
 
 /// The port of an etcd host that names none.
@@ -74,8 +75,8 @@ fn parse_url(url: &str) -> Result<Target> {
         ))
     };
     let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no //"))?;
-    // The query begins after the user-info, whose password may hold a `?`.
-    let after_auth = rest.rfind('@').map_or(0, |i| i + 1);
+    // The query begins after the user-info, whose password may hold a `?` (and a query value may hold a `@`).
+    let after_auth = userinfo_end(rest).map_or(0, |i| i + 1);
     let (rest, query) = match rest[after_auth..].find('?') {
         Some(i) => (&rest[..after_auth + i], &rest[after_auth + i + 1..]),
         None => (rest, ""),
@@ -372,6 +373,8 @@ mod tests {
         let t = parse_url("etcd://h?tls=true").unwrap();
         assert_eq!((t.endpoints, t.tls), (vec!["https://h:2379".to_string()], Some(TlsFiles::default())));
         assert_eq!(parse_url("etcd://h").unwrap().tls, None);
+        let t = parse_url("etcd://u:p@h?tls=true&ca=/a@b.pem").unwrap();
+        assert_eq!((t.endpoints, t.tls.unwrap().ca), (vec!["https://h:2379".to_string()], Some("/a@b.pem".into())));
         for (url, says) in [
             ("etcd://h?ca=/ca.pem", "ca= given but TLS is off"),
             ("etcd+https://h?tls=false", "contradicts"),

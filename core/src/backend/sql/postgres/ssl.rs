@@ -32,6 +32,7 @@ use url::form_urlencoded;
 use crate::backend::redact;
 use crate::backend::tls::{TlsFiles, provider};
 use crate::error::{Error, Result};
+use crate::redact::userinfo_end;
 
 /// libpq's `sslmode=` values that tokio-postgres can carry out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,8 +100,9 @@ pub(super) struct Split {
 /// Takes `sslmode=`, `ca=`, `cert=`, `key=` (and libpq's names for the files) out of a `postgres://` URL.
 pub(super) fn split(url: &str) -> Result<Split> {
     let shown = redact(url);
-    // The query starts after the user-info, which may hold a `?` of its own.
-    let after_auth = url.rfind('@').map_or(0, |i| i + 1);
+    // The query starts after the user-info, which may hold a `?` of its own (and a query value may hold a `@`).
+    let authority = url.find("://").map_or(0, |i| i + 3);
+    let after_auth = userinfo_end(&url[authority..]).map_or(authority, |i| authority + i + 1);
     let Some(q) = url[after_auth..].find('?').map(|i| after_auth + i) else {
         return Ok(Split { url: url.to_string(), mode: Mode::Prefer, files: TlsFiles::default() });
     };
@@ -320,6 +322,9 @@ mod tests {
         assert_eq!((s.url.as_str(), s.mode), ("postgres://u@h/db", Mode::VerifyFull), "prefer with ca= verifies");
         assert_eq!(split("postgres://u@h/db").unwrap().mode, Mode::Prefer);
         assert_eq!(split("postgres://u@h/db?sslmode=require").unwrap().mode, Mode::Require);
+        // A `@` in a query value or a `?` in the password moves neither the query nor the user-info.
+        let s = split("postgres://u:p?w@h/db?application_name=a@b&sslmode=verify-full").unwrap();
+        assert_eq!((s.url.as_str(), s.mode), ("postgres://u:p?w@h/db?application_name=a@b", Mode::VerifyFull));
     }
 
     #[test]
