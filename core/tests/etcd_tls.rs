@@ -59,7 +59,7 @@ async fn plaintext_is_refused_where_tls_connects() {
     let Some(url) = target() else { return };
     let plain = url.replacen("etcd+https://", "etcd://", 1);
     let err = Client::connect_with(&plain, &quick()).await.expect_err("a TLS-only etcd refuses plaintext");
-    assert!(!err.to_string().contains(PASSWORD), "{err}");
+    assert_refused(&err, "the server speaks TLS; use etcd+https://", PASSWORD);
     let tls = with_params(&url, &files(&env("FENCELOCK_TEST_CA"), Some("CLIENT")));
     Client::connect_with(&tls, &quick()).await.expect("the same server over TLS").close().await;
 }

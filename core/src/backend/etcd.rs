@@ -118,9 +118,11 @@ async fn connect_error(e: EtcdError, target: &Target, shown: &str, within: Durat
         Code::PermissionDenied => return Error::invalid(format!("{shown}: etcd refused access: {}", e.message())),
         _ => {}
     }
-    if let Some(files) = &target.tls
-        && let Some(refused) = secure::refusal(&e, &target.endpoints, files, shown, within).await
-    {
+    let refused = match &target.tls {
+        Some(files) => secure::refusal(&e, &target.endpoints, files, shown, within).await,
+        None => secure::tls_expected(&target.endpoints, shown, within).await,
+    };
+    if let Some(refused) = refused {
         return refused;
     }
     Error::unavailable(format!("{shown}: cannot connect: {}", causes(&e)))
@@ -169,12 +171,15 @@ impl EtcdBackend {
             Rpc::new(target.endpoints.clone(), settings).map_err(|e| Error::invalid(format!("{shown}: {e}")))?,
         );
         // Channels connect lazily: one read proves an endpoint answers (the first listed that does).
+        let deadline = tokio::time::Instant::now() + opts.connect_timeout;
         let connecting = rpc.range_within(opts.connect_timeout, ops::count("fencelock/"));
         let answered = tokio::time::timeout(opts.connect_timeout, connecting)
             .await
             .map_err(|_| unavailable(format!("no answer within {:?}", opts.connect_timeout)))?;
         if let Err(e) = answered {
-            return Err(connect_error(e, &target, &shown, opts.connect_timeout).await);
+            // What is left of the connect timeout bounds the diagnosis.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            return Err(connect_error(e, &target, &shown, left).await);
         }
         Ok(EtcdBackend {
             leases: KeptLeases::new(rpc.clone()),

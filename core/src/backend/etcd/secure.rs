@@ -1,7 +1,8 @@
 //! TLS to etcd: tonic's rustls configuration from the files `backend/tls.rs` reads, and the diagnosis of a refused
 //! handshake. With TLS 1.3 the server judges the client's certificate after the client has finished its handshake,
 //! so a missing or foreign certificate reaches tonic only as a closed connection; one handshake of our own, made
-//! only after a connect failed, finds the server's alert and turns it into a clear, final error.
+//! only after a connect failed, finds the server's alert and turns it into a clear, final error. The same probe
+//! tells a plaintext URL that it reached a TLS server.
 
 use std::time::Duration;
 
@@ -53,7 +54,33 @@ pub(super) async fn refusal(
     if tls::is_refusal(e) {
         return Some(tls::refused(shown, causes(e)));
     }
-    let endpoint = endpoints.first()?.strip_prefix("https://")?;
+    match probe(endpoints.first()?.strip_prefix("https://")?, files, shown, within).await? {
+        Err(io) if tls::is_refusal(&io) => Some(tls::refused(shown, io)),
+        _ => None,
+    }
+}
+
+/// The final error for a plaintext connect that failed because the server speaks TLS: it sent a certificate (which
+/// the probe need not trust) or an alert.
+pub(super) async fn tls_expected(endpoints: &[String], shown: &str, within: Duration) -> Option<Error> {
+    let endpoint = endpoints.first()?.strip_prefix("http://")?;
+    let speaks_tls = match probe(endpoint, &TlsFiles::default(), shown, within).await? {
+        Ok(_) => true,
+        Err(io) => io
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<rustls::Error>())
+            .is_some_and(|e| matches!(e, rustls::Error::InvalidCertificate(_) | rustls::Error::AlertReceived(_))),
+    };
+    speaks_tls.then(|| {
+        Error::invalid(format!(
+            "{shown}: the server speaks TLS; use etcd+https:// or tls=true (and ca= for a private CA)"
+        ))
+    })
+}
+
+/// A TLS handshake with `host:port` and the first read after an HTTP/2 preface, within `within` (`None`: no answer,
+/// or no configuration to try with).
+async fn probe(endpoint: &str, files: &TlsFiles, shown: &str, within: Duration) -> Option<std::io::Result<usize>> {
     let mut config = files.client_config(shown).ok()?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     let host = endpoint.rsplit_once(':')?.0.trim_start_matches('[').trim_end_matches(']');
@@ -65,8 +92,5 @@ pub(super) async fn refusal(
         stream.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await?;
         stream.read(&mut [0; 1]).await
     };
-    match timeout(within, handshake).await {
-        Ok(Err(io)) if tls::is_refusal(&io) => Some(tls::refused(shown, io)),
-        _ => None,
-    }
+    timeout(within, handshake).await.ok()
 }
