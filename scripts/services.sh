@@ -698,9 +698,10 @@ write_env() {
         if wants etcd-cluster; then env_ensemble etcd-cluster FENCELOCK_TEST_ETCD_CLUSTER etcd; fi
         if wants zk-ensemble; then env_ensemble zk-ensemble FENCELOCK_TEST_ZK_ENSEMBLE zk; fi
         if wants postgres; then
-            echo "export FENCELOCK_TEST_POSTGRES=\"postgres://postgres@127.0.0.1:${PORT[postgres]}/fencelock_test\""
-            echo "export FENCELOCK_TEST_POSTGRES_TLS=\"postgres://fencelock_tls:pg-tls-pw@127.0.0.1:${PORT[postgres]}/fencelock_tls\""
-            echo "export FENCELOCK_TEST_POSTGRES_CERT=\"postgres://fencelock-client@127.0.0.1:${PORT[postgres]}/fencelock_cert\""
+            local pg=127.0.0.1:${PORT[postgres]}
+            echo "export FENCELOCK_TEST_POSTGRES=\"postgres://postgres@$pg/fencelock_test\""
+            echo "export FENCELOCK_TEST_POSTGRES_TLS=\"postgres://fencelock_tls:pg-tls-pw@$pg/fencelock_tls\""
+            echo "export FENCELOCK_TEST_POSTGRES_CERT=\"postgres://fencelock-client@$pg/fencelock_cert\""
         fi
         if wants mysql; then
             local my=127.0.0.1:${PORT[mysql]}/fencelock_test

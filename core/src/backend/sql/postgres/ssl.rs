@@ -1,13 +1,13 @@
 //! PostgreSQL TLS: libpq's `sslmode=` on the workspace's one stack (rustls with ring, `backend/tls.rs`), as a
 //! `MakeTlsConnect` for tokio-postgres, which has no rustls adapter of its own.
 //!
-//! | `sslmode=`        | TLS                           | the server's certificate                     |
-//! |-------------------|-------------------------------|----------------------------------------------|
-//! | `disable`         | never                         | –                                            |
-//! | `prefer` (default)| if the server offers it       | not checked (libpq's meaning: no eavesdropper, but no proof of who answers) |
-//! | `require`         | always                        | not checked; with `ca=`, as `verify-ca` (as libpq does with a root file) |
-//! | `verify-ca`       | always                        | signed by `ca=` (else the web's public roots) |
-//! | `verify-full`     | always                        | signed so, and for the host the URL names    |
+//! | `sslmode=`         | TLS                     | the server's certificate                                  |
+//! |--------------------|-------------------------|-----------------------------------------------------------|
+//! | `disable`          | never                   | –                                                         |
+//! | `prefer` (default) | if the server offers it | not checked (libpq's meaning: no eavesdropper, no proof)  |
+//! | `require`          | always                  | not checked; with `ca=`, as `verify-ca` (as libpq does)   |
+//! | `verify-ca`        | always                  | signed by `ca=` (else the web's public roots)             |
+//! | `verify-full`      | always                  | signed so, and for the host the URL names                 |
 //!
 //! A URL that names `ca=`, `cert=` or `key=` asks for a verified server, so with `prefer` it is `verify-full`: never a
 //! silent fall back to plaintext or to an unchecked certificate (DESIGN.md §8). libpq's `sslrootcert=`, `sslcert=`
