@@ -9,6 +9,11 @@
 # (default: all of them; mysql is MariaDB, Debian's mariadb-server).
 # DIR/env exports FENCELOCK_SERVICES_DIR and, per service started:
 #   FENCELOCK_TEST_REDIS, FENCELOCK_TEST_REDLOCK, FENCELOCK_TEST_REDLOCK_PORTS, FENCELOCK_TEST_REDIS_CLUSTER,
+#   and, on servers that accept TLS only and require a password (ACL user fencelock, password fencelock-pw; the
+#   default user's password is default-pw): FENCELOCK_TEST_REDIS_TLS (rediss://fencelock:…; client certificates
+#   optional), FENCELOCK_TEST_REDIS_MTLS (the same, client certificate required), FENCELOCK_TEST_REDLOCK_TLS and
+#   FENCELOCK_TEST_REDIS_CLUSTER_TLS (three instances or masters, ?tls=true; the cluster bus is TLS too). The URLs
+#   name no ca=: add ?ca=$FENCELOCK_TEST_CA (or &ca=).
 #   FENCELOCK_TEST_ETCD, FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES,
 #   FENCELOCK_TEST_POSTGRES_TLS (user fencelock_tls, whom the same server admits over TLS only, with a password),
 #   FENCELOCK_TEST_POSTGRES_CERT (user fencelock-client, admitted by the client certificate of that CN only),
@@ -147,47 +152,87 @@ ensure_packages() {
 
 # --- redis -----------------------------------------------------------------------------------------------------
 
+readonly REDIS_TLS_NODES=(redis-tls redis-mtls) # started with "redis"
+readonly REDLOCK_TLS_NODES=(redlock-tls1 redlock-tls2 redlock-tls3)
+readonly CLUSTER_TLS_NODES=(cluster-tls1 cluster-tls2 cluster-tls3)
+
+# redis_security NAME PORT: sets REDIS_ARGS to how server NAME listens. A name with "tls" accepts TLS only, on
+# PORT, with the test PKI (client certificates checked if given; required for redis-mtls), and requires a password:
+# the ACL user fencelock's, or the default user's. The others listen in plaintext with no password, as ever.
+redis_security() {
+    local name=$1 port=$2 t=$DIR/tls clients=optional
+    if [[ $name != *tls* ]]; then
+        REDIS_ARGS=(--port "$port")
+        return 0
+    fi
+    [[ $name == redis-mtls ]] && clients=yes
+    REDIS_ARGS=(--port 0 --tls-port "$port" --tls-cert-file "$t/server.pem" --tls-key-file "$t/server.key"
+        --tls-ca-cert-file "$t/ca.pem" --tls-auth-clients "$clients"
+        --user default on '>default-pw' '~*' '&*' '+@all' --user fencelock on '>fencelock-pw' '~*' '&*' '+@all')
+}
+
+# redis_cli NAME ARGS...: redis-cli to server NAME, over TLS as the fencelock user where it needs that.
+redis_cli() {
+    local name=$1 t=$DIR/tls
+    shift
+    if [[ $name == *tls* ]]; then
+        redis-cli --tls --cacert "$t/ca.pem" --cert "$t/client.pem" --key "$t/client.key" --user fencelock \
+            --pass fencelock-pw --no-auth-warning -h 127.0.0.1 -p "${PORT[$name]}" "$@"
+    else
+        redis-cli -h 127.0.0.1 -p "${PORT[$name]}" "$@"
+    fi
+}
+
 launch_redis() {
     local name=$1
     pick_port
     PORT[$name]=$PICKED
     mkdir -p "$DIR/$name"
-    spawn "$name" TERM redis-server --port "${PORT[$name]}" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$DIR/$name"
+    redis_security "$name" "${PORT[$name]}"
+    spawn "$name" TERM redis-server "${REDIS_ARGS[@]}" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR/$name"
 }
 
-probe_redis() { [[ $(redis-cli -h 127.0.0.1 -p "${PORT[$1]}" ping 2>/dev/null) == PONG ]]; }
+probe_redis() { [[ $(redis_cli "$1" ping 2>/dev/null) == PONG ]]; }
 
 # --- redis cluster ---------------------------------------------------------------------------------------------
 
 readonly CLUSTER_NODES=(cluster1 cluster2 cluster3) # three masters, no replicas: every slot has one owner
 
 launch_cluster() {
-    local name=$1
+    local name=$1 t=$DIR/tls bus=()
     pick_port
     PORT[$name]=$PICKED
     mkdir -p "$DIR/$name"
     rm -f "$DIR/$name/nodes.conf" # a relaunch on new ports must not find the node's old address
-    spawn "$name" TERM redis-server --port "${PORT[$name]}" --bind 127.0.0.1 --save '' --appendonly no \
+    redis_security "$name" "${PORT[$name]}"
+    # The bus over TLS: a node dials its peers with the client certificate (the server's is for serverAuth only).
+    [[ $name == *tls* ]] && bus=(--tls-cluster yes --tls-client-cert-file "$t/client.pem"
+        --tls-client-key-file "$t/client.key")
+    spawn "$name" TERM redis-server "${REDIS_ARGS[@]}" "${bus[@]}" --bind 127.0.0.1 --save '' --appendonly no \
         --dir "$DIR/$name" --cluster-enabled yes --cluster-config-file "$DIR/$name/nodes.conf" \
         --cluster-node-timeout 5000
 }
 
 probe_cluster() { probe_redis "$1"; }
 
-cluster_ok() { [[ $(redis-cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null) == *cluster_state:ok* ]]; }
+cluster_ok() { [[ $(redis_cli "$1" cluster info 2>/dev/null) == *cluster_state:ok* ]]; }
 
-# Assigns the slots across the masters, then waits until every node sees the whole cluster as ok.
-finish_cluster() {
-    local name addrs=() deadline
-    for name in "${CLUSTER_NODES[@]}"; do addrs+=("127.0.0.1:${PORT[$name]}"); done
-    if ! redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >>"$DIR/cluster.log" 2>&1; then
+# create_cluster NODES...: assigns the slots across the masters.
+create_cluster() {
+    local name addrs=()
+    for name in "$@"; do addrs+=("127.0.0.1:${PORT[$name]}"); done
+    if ! redis_cli "$1" --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >>"$DIR/cluster.log" 2>&1
+    then
         log_tail cluster
         die "redis-cli --cluster create failed (see $DIR/cluster.log)"
     fi
-    deadline=$((SECONDS + READY_TIMEOUT))
-    for name in "${CLUSTER_NODES[@]}"; do
-        until cluster_ok "${PORT[$name]}"; do
+}
+
+# await_cluster NODES...: waits until every node sees the whole cluster as ok.
+await_cluster() {
+    local name deadline=$((SECONDS + READY_TIMEOUT))
+    for name in "$@"; do
+        until cluster_ok "$name"; do
             if ((SECONDS >= deadline)); then
                 log_tail "$name"
                 die "$name did not report cluster_state:ok within ${READY_TIMEOUT}s"
@@ -195,6 +240,18 @@ finish_cluster() {
             sleep 0.2
         done
     done
+}
+
+# The two clusters are made at once: each creation waits for its nodes to join, and a TLS node that saw itself in
+# a minority while its peers joined waits out a rejoin delay (the node timeout) before it reports ok.
+finish_cluster() {
+    local tls
+    create_cluster "${CLUSTER_TLS_NODES[@]}" &
+    tls=$!
+    create_cluster "${CLUSTER_NODES[@]}"
+    wait "$tls" || die "the TLS cluster could not be created"
+    await_cluster "${CLUSTER_NODES[@]}"
+    await_cluster "${CLUSTER_TLS_NODES[@]}"
 }
 
 # --- etcd ------------------------------------------------------------------------------------------------------
@@ -640,7 +697,7 @@ finish_mysql() {
 
 kind_of() {
     case $1 in
-    redlock*) echo redis ;;
+    redlock* | redis-*) echo redis ;;
     cluster*) echo cluster ;;
     etcd-cluster) echo etcd_cluster ;;
     etcd-tls) echo etcd_tls ;;
@@ -671,6 +728,13 @@ await() {
     die "$name could not be started"
 }
 
+# hosts NAMES...: 127.0.0.1:PORT of each server, comma-separated.
+hosts() {
+    local name list=()
+    for name in "$@"; do list+=("127.0.0.1:${PORT[$name]}"); done
+    (IFS=,; echo "${list[*]}")
+}
+
 write_env() {
     local tmp=$DIR/env.tmp
     {
@@ -680,15 +744,25 @@ write_env() {
         echo "export FENCELOCK_TEST_CLIENT_CERT=\"$t/client.pem\" FENCELOCK_TEST_CLIENT_KEY=\"$t/client.key\""
         echo "export FENCELOCK_TEST_OTHER_CERT=\"$t/other.pem\" FENCELOCK_TEST_OTHER_KEY=\"$t/other.key\""
         echo "export FENCELOCK_TEST_ROGUE_CERT=\"$t/rogue.pem\" FENCELOCK_TEST_ROGUE_KEY=\"$t/rogue.key\""
-        if wants redis; then echo "export FENCELOCK_TEST_REDIS=\"redis://127.0.0.1:${PORT[redis]}\""; fi
+        if wants redis; then
+            echo "export FENCELOCK_TEST_REDIS=\"redis://127.0.0.1:${PORT[redis]}\""
+            echo "export FENCELOCK_TEST_REDIS_TLS=\"rediss://fencelock:fencelock-pw@127.0.0.1:${PORT[redis-tls]}\""
+            echo "export FENCELOCK_TEST_REDIS_MTLS=\"rediss://fencelock:fencelock-pw@127.0.0.1:${PORT[redis-mtls]}\""
+        fi
         if wants redlock; then
             local p1=${PORT[redlock1]} p2=${PORT[redlock2]} p3=${PORT[redlock3]}
             echo "export FENCELOCK_TEST_REDLOCK=\"redlock://127.0.0.1:$p1,127.0.0.1:$p2,127.0.0.1:$p3\""
             echo "export FENCELOCK_TEST_REDLOCK_PORTS=\"$p1 $p2 $p3\""
+            local tls_hosts
+            tls_hosts=$(hosts "${REDLOCK_TLS_NODES[@]}")
+            echo "export FENCELOCK_TEST_REDLOCK_TLS=\"redlock://fencelock:fencelock-pw@$tls_hosts?tls=true\""
         fi
         if wants redis-cluster; then
             local c1=${PORT[cluster1]} c2=${PORT[cluster2]} c3=${PORT[cluster3]}
             echo "export FENCELOCK_TEST_REDIS_CLUSTER=\"redis+cluster://127.0.0.1:$c1,127.0.0.1:$c2,127.0.0.1:$c3\""
+            local tls_nodes
+            tls_nodes=$(hosts "${CLUSTER_TLS_NODES[@]}")
+            echo "export FENCELOCK_TEST_REDIS_CLUSTER_TLS=\"redis+cluster://fencelock:fencelock-pw@$tls_nodes?tls=true\""
         fi
         if wants etcd; then
             echo "export FENCELOCK_TEST_ETCD=\"etcd://127.0.0.1:${PORT[etcd]}\""
@@ -739,9 +813,9 @@ do_start() {
     trap 'exit 143' TERM
     make_certs
 
-    wants redis && instances+=(redis)
-    wants redlock && instances+=(redlock1 redlock2 redlock3)
-    wants redis-cluster && instances+=("${CLUSTER_NODES[@]}")
+    wants redis && instances+=(redis "${REDIS_TLS_NODES[@]}")
+    wants redlock && instances+=(redlock1 redlock2 redlock3 "${REDLOCK_TLS_NODES[@]}")
+    wants redis-cluster && instances+=("${CLUSTER_NODES[@]}" "${CLUSTER_TLS_NODES[@]}")
     wants etcd && instances+=(etcd etcd-tls)
     wants zk && instances+=(zk)
     wants etcd-cluster && instances+=(etcd-cluster)

@@ -3,7 +3,11 @@
 # v3lockpb.LockClient for Lock/Unlock, from the Go module proxy) drives fencelockd over Redis and ZooKeeper
 # (FENCELOCK_TEST_REDIS, FENCELOCK_TEST_ZK), against the fencelock CLI (the Rust SDK) holding the same names on the
 # same backend: exclusion both ways, fencing tokens rising across both, kill -9 of the Go program freeing the lock
-# within the lease TTL, and a graceful fencelockd shutdown releasing its locks at once. Prints `N passed, N failed`.
+# within the lease TTL, and a graceful fencelockd shutdown releasing its locks at once. Then, with the test PKI
+# (FENCELOCK_TEST_CA, _CLIENT_CERT/_KEY, _OTHER_CERT/_KEY, _ROGUE_CERT/_KEY), the same Go client over TLS and mutual
+# TLS (clientv3's Config.TLS): clients without a certificate or with the wrong CA's refused, and a second identity
+# refused every use of the first one's lease; and with a users file (--users), etcd's password authentication
+# (clientv3's Username and Password) with the same refusal between two users. Prints `N passed, N failed`.
 # Usage: server/run-tests.sh [--no-build]
 set -euo pipefail
 
@@ -23,10 +27,13 @@ if [[ ${1:-} != --no-build ]]; then
     # The test command's own build (a no-op there): fencelockd and the fencelock CLI.
     cargo build --workspace --all-targets --quiet
 fi
-if [[ -z ${FENCELOCK_TEST_REDIS:-} || -z ${FENCELOCK_TEST_ZK:-} ]]; then
-    echo "server/run-tests.sh: FENCELOCK_TEST_REDIS and FENCELOCK_TEST_ZK must be set (source scripts/services.sh's env)" >&2
-    exit 1
-fi
+for var in FENCELOCK_TEST_REDIS FENCELOCK_TEST_ZK FENCELOCK_TEST_CA FENCELOCK_TEST_CLIENT_CERT FENCELOCK_TEST_CLIENT_KEY \
+    FENCELOCK_TEST_OTHER_CERT FENCELOCK_TEST_OTHER_KEY FENCELOCK_TEST_ROGUE_CERT FENCELOCK_TEST_ROGUE_KEY; do
+    if [[ -z ${!var:-} ]]; then
+        echo "server/run-tests.sh: $var must be set (source scripts/services.sh's env)" >&2
+        exit 1
+    fi
+done
 
 # Go: the toolchain in /usr/local/go, modules from the Go module proxy into Go's default module cache.
 export PATH=$PATH:/usr/local/go/bin
@@ -65,18 +72,18 @@ wait_for() {
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# start_daemon BACKEND LOG: starts fencelockd on a free port; sets ADDR and DAEMON.
+# start_daemon BACKEND LOG [ARGS...]: starts fencelockd on a free port; sets ADDR and DAEMON.
 start_daemon() {
-    "$FENCELOCKD" --listen 127.0.0.1:0 --backend "$1" >"$2.out" 2>"$2" &
+    "$FENCELOCKD" --listen 127.0.0.1:0 --backend "$1" "${@:3}" >"$2.out" 2>"$2" &
     DAEMON=$!
     PIDS+=("$DAEMON")
     wait_for "$2.out" '^listening on ' 10 || { cat "$2"; return 1; }
     ADDR=$(sed -n 's/^listening on //p' "$2.out")
 }
 
-# go_hold NAME OUT: the Go program takes NAME and holds it until killed; sets GO.
+# go_hold NAME OUT [ARGS...]: the Go program takes NAME and holds it until killed; sets GO.
 go_hold() {
-    "$WORK/goclient" -endpoint "$ADDR" -name "$1" -ttl "$TTL" -mode hold >"$2" 2>&1 &
+    "$WORK/goclient" -endpoint "$ADDR" -name "$1" -ttl "$TTL" -mode hold "${@:3}" >"$2" 2>&1 &
     GO=$!
     PIDS+=("$GO")
     wait_for "$2" '^LOCKED ' 15
@@ -151,8 +158,91 @@ suite() { # suite LABEL BACKEND-URL
         grep -q '"message":"lease expired: no keep-alive within its TTL"' "$log"
 }
 
+# go_refused LABEL ARGS...: one Go client with ARGS must fail to lock (the TLS handshake refused).
+go_refused() {
+    local label=$1 rc=0 out
+    shift
+    out=$("$WORK/goclient" -endpoint "$ADDR" -name "fencelockd-go-refused-$RANDOM" -ttl "$TTL" -mode worker "$@" 2>&1) ||
+        rc=$?
+    check "$label (exit $rc: $(tail -n1 <<<"$out" | cut -c1-120))" test "$rc" != 0 -a "$(grep -c '^LOCKED' <<<"$out")" = 0
+}
+
+tls_suite() { # over Redis: TLS, then mutual TLS with two identities
+    local url=$FENCELOCK_TEST_REDIS name="fencelockd-go-tls-$RANDOM$RANDOM" log="$WORK/tls-daemon.log" out rc
+    local tls_dir server_tls ca=(-tls-ca "$FENCELOCK_TEST_CA")
+    tls_dir=$(dirname "$FENCELOCK_TEST_CA")
+    server_tls=(--tls-cert "$tls_dir/server.pem" --tls-key "$tls_dir/server.key")
+    local client=("${ca[@]}" -tls-cert "$FENCELOCK_TEST_CLIENT_CERT" -tls-key "$FENCELOCK_TEST_CLIENT_KEY")
+    local other=("${ca[@]}" -tls-cert "$FENCELOCK_TEST_OTHER_CERT" -tls-key "$FENCELOCK_TEST_OTHER_KEY")
+    local rogue=("${ca[@]}" -tls-cert "$FENCELOCK_TEST_ROGUE_CERT" -tls-key "$FENCELOCK_TEST_ROGUE_KEY")
+    echo "--- tls ($url)"
+
+    start_daemon "$url" "$log" "${server_tls[@]}"
+    rc=0
+    out=$("$WORK/goclient" -endpoint "$ADDR" "${ca[@]}" -name "$name" -ttl "$TTL" -mode worker -iterations 2 2>&1) || rc=$?
+    check "tls: the Go client locks and unlocks over TLS" \
+        test "$rc" = 0 -a "$(grep -c '^UNLOCKED' <<<"$out")" = 2
+    go_refused "tls: a plaintext Go client is refused by a TLS fencelockd"
+    kill -TERM "$DAEMON"
+    wait "$DAEMON" || true
+
+    start_daemon "$url" "$log.mtls" "${server_tls[@]}" --client-ca "$FENCELOCK_TEST_CA"
+    rc=0
+    out=$("$WORK/goclient" -endpoint "$ADDR" "${client[@]}" -name "$name" -ttl "$TTL" -mode worker 2>&1) || rc=$?
+    check "mtls: the Go client with a certificate the CA signed locks and unlocks" \
+        test "$rc" = 0 -a "$(grep -c '^UNLOCKED' <<<"$out")" = 1
+    go_refused "mtls: a Go client without a certificate is refused" "${ca[@]}"
+    go_refused "mtls: a Go client whose certificate the wrong CA signed is refused" "${rogue[@]}"
+
+    # Identity fencelock-client holds a lock; identity fencelock-other tries its lease every way.
+    go_hold "$name" "$WORK/tls-go1.out" "${client[@]}"
+    local key
+    key=$(sed -nE 's/^LOCKED key=(.*) rev=[0-9]+$/\1/p' "$WORK/tls-go1.out")
+    rc=0
+    out=$("$WORK/goclient" -endpoint "$ADDR" "${other[@]}" -mode foreign -victim "$key" 2>&1) || rc=$?
+    check "mtls: another identity is PERMISSION_DENIED on the lease of $key ($(grep -c '^DENIED' <<<"$out") of 5 calls)" \
+        test "$rc" = 0 -a "$(grep -c '^DENIED' <<<"$out")" = 5
+    [[ $rc == 0 ]] || echo "$out"
+    local sdk_rc=0
+    "$CLI" run --url "$url" --timeout 1 "$name" -- true 2>/dev/null || sdk_rc=$?
+    check "mtls: the lock is still held after the foreign calls (fencelock run times out: exit $sdk_rc)" \
+        test "$sdk_rc" = 124
+    kill -9 "$GO"
+    wait "$GO" 2>/dev/null || true
+    kill -TERM "$DAEMON"
+    wait "$DAEMON" || true
+}
+
+users_suite() { # over Redis, plaintext: etcd's Auth.Authenticate with a users file
+    local url=$FENCELOCK_TEST_REDIS name="fencelockd-go-users-$RANDOM$RANDOM" file="$WORK/users" out rc key
+    echo "--- users ($url)"
+    { echo alice-pw | "$FENCELOCKD" --hash-password alice && echo bob-pw | "$FENCELOCKD" --hash-password bob; } >"$file"
+    start_daemon "$url" "$WORK/users-daemon.log" --users "$file"
+    rc=0
+    out=$(FENCELOCK_GO_PASSWORD=alice-pw "$WORK/goclient" -endpoint "$ADDR" -user alice -name "$name" -ttl "$TTL" \
+        -mode worker 2>&1) || rc=$?
+    check "users: the Go client authenticated as alice locks and unlocks" \
+        test "$rc" = 0 -a "$(grep -c '^UNLOCKED' <<<"$out")" = 1
+    FENCELOCK_GO_PASSWORD=bob-pw go_refused "users: a wrong password is refused" -user alice
+    go_refused "users: a client without credentials is refused"
+    FENCELOCK_GO_PASSWORD=alice-pw go_hold "$name" "$WORK/users-go1.out" -user alice
+    key=$(sed -nE 's/^LOCKED key=(.*) rev=[0-9]+$/\1/p' "$WORK/users-go1.out")
+    rc=0
+    out=$(FENCELOCK_GO_PASSWORD=bob-pw "$WORK/goclient" -endpoint "$ADDR" -user bob -mode foreign -victim "$key" 2>&1) ||
+        rc=$?
+    check "users: bob is PERMISSION_DENIED on alice's lease ($(grep -c '^DENIED' <<<"$out") of 5 calls)" \
+        test "$rc" = 0 -a "$(grep -c '^DENIED' <<<"$out")" = 5
+    [[ $rc == 0 ]] || echo "$out"
+    kill -9 "$GO"
+    wait "$GO" 2>/dev/null || true
+    kill -TERM "$DAEMON"
+    wait "$DAEMON" || true
+}
+
 suite redis "$FENCELOCK_TEST_REDIS"
 suite zk "$FENCELOCK_TEST_ZK"
+tls_suite
+users_suite
 
 echo "server: $PASSED passed, $FAILED failed"
 ((FAILED == 0))

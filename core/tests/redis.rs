@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use fencelock::{Client, ErrorKind, LockOptions};
 use redis::AsyncCommands;
+use support::redis_tls::{self, TlsServer};
 use tokio::time::Instant;
 
 async fn setup() -> Option<(String, redis::aio::MultiplexedConnection)> {
@@ -153,4 +154,134 @@ async fn fence_tokens_above_2_pow_53_compare_exactly() {
         let _: () = raw.del(format!("fencelock_fence:{{{resource}}}")).await.unwrap();
     }
     client.close().await;
+}
+
+/// `FENCELOCK_TEST_REDIS_TLS` accepts TLS only and requires a password: an ACL user's, or the default user's
+/// (`requirepass`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_an_acl_user_or_requirepass_locks_fences_and_wakes() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
+    redis_tls::locks_fence_and_wake(&server, &server.with_ca(""), false).await;
+    let default_user = server.with_ca("").replacen(&format!("fencelock:{}@", redis_tls::PASSWORD), ":default-pw@", 1);
+    let client = Client::connect_with(&default_user, &redis_tls::opts()).await.unwrap();
+    let lease = client.lock(&support::unique("requirepass"), &LockOptions::default()).await.unwrap();
+    lease.release().await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_plaintext_url_to_a_tls_port_is_refused_with_a_hint() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
+    redis_tls::refuses_plaintext(&server, "use rediss://").await;
+}
+
+#[tokio::test]
+async fn a_wrong_ca_is_refused() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
+    redis_tls::refuses_a_wrong_ca(&server).await;
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_refused_for_good() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
+    redis_tls::refuses_a_wrong_password(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_credentials_a_wrong_name_and_misplaced_parameters_are_refused() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
+    let good = server.with_ca("");
+    // No credentials at all: the server refuses the first command (NOAUTH), and connect asks one.
+    let anonymous = good.replacen(&format!("fencelock:{}@", redis_tls::PASSWORD), "", 1);
+    redis_tls::refused(&anonymous, ErrorKind::InvalidArgument, "authentication failed for").await;
+    let default_wrong = good.replacen(&format!("fencelock:{}@", redis_tls::PASSWORD), ":wrong-pw-42@", 1);
+    redis_tls::refused(&default_wrong, ErrorKind::InvalidArgument, "authentication failed for").await;
+    // The right CA, another name: the certificate is for 127.0.0.1 only.
+    let other_name = good.replacen("127.0.0.1", "localhost", 1);
+    redis_tls::refused(&other_name, ErrorKind::InvalidArgument, "TLS handshake refused").await;
+    // TLS files on a plaintext URL are a mistake, found before connecting.
+    redis_tls::refused(&redis_tls::plaintext(&good), ErrorKind::InvalidArgument, "ca= given but TLS is off").await;
+    redis_tls::refused(&format!("{good}#insecure"), ErrorKind::InvalidArgument, "fragment").await;
+    // TLS to a plaintext port: the server takes the handshake for a command that never ends, and answers nothing.
+    if let Ok(plain) = std::env::var("FENCELOCK_TEST_REDIS") {
+        let tls_to_plain = format!("{}?ca={}", plain.replacen("redis://", "rediss://", 1), server.ca);
+        let opts = fencelock::ClientOptions::default().connect_timeout(Duration::from_secs(1));
+        redis_tls::refused_with(&tls_to_plain, &opts, ErrorKind::Unavailable, "may be a plaintext port").await;
+    }
+    redis_tls::refused(&format!("{good}&tls=true"), ErrorKind::InvalidArgument, "unknown parameters [\"tls\"]").await;
+}
+
+/// `FENCELOCK_TEST_REDIS_MTLS` requires a client certificate its CA signed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_are_required_and_given() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_MTLS") else { return };
+    let var = |v: &str| std::env::var(v).unwrap_or_else(|_| panic!("{v} is set with FENCELOCK_TEST_REDIS_MTLS"));
+    let (cert, key) = (&server.cert, &server.key);
+    let (rogue_cert, rogue_key) = (var("FENCELOCK_TEST_ROGUE_CERT"), var("FENCELOCK_TEST_ROGUE_KEY"));
+    redis_tls::refused(&server.with_ca(""), ErrorKind::InvalidArgument, "TLS handshake refused").await;
+    let rogue = server.with_ca(&format!("&cert={rogue_cert}&key={rogue_key}"));
+    redis_tls::refused(&rogue, ErrorKind::InvalidArgument, "TLS handshake refused").await;
+    redis_tls::refused(&server.with_ca(&format!("&cert={cert}")), ErrorKind::InvalidArgument, "go together").await;
+    redis_tls::locks_fence_and_wake(&server, &server.with_ca(&format!("&cert={cert}&key={key}")), false).await;
+}
+
+/// Credentials that stop working after connect (an ACL narrowed, a password changed) are `INVALID_ARGUMENT` on the
+/// next request too, never a retryable `UNAVAILABLE` once the connection that still worked is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_revoked_after_connect_are_not_retryable() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_TLS") else { return };
+    let host = redis_tls::hosts(&server.url).remove(0);
+    let mut admin = redis_tls::raw(&server, &host).await;
+    let user = support::unique("acl");
+    let acl = |args: &[&str]| {
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg(args);
+        cmd
+    };
+    let _: () =
+        acl(&["SETUSER", &user, "on", ">first-pw-1", "~*", "&*", "+@all"]).query_async(&mut admin).await.unwrap();
+    let url =
+        server.with_ca("").replacen(&format!("fencelock:{}@", redis_tls::PASSWORD), &format!("{user}:first-pw-1@"), 1);
+    let client = Client::connect_with(&url, &redis_tls::opts()).await.unwrap();
+    client.close().await;
+    // The PING that checks the login at connect is not needed by the locks: a user without it still connects.
+    let _: () = acl(&["SETUSER", &user, "-ping"]).query_async(&mut admin).await.unwrap();
+    let client = Client::connect_with(&url, &redis_tls::opts()).await.unwrap();
+    let name = support::unique("revoked");
+    client.try_lock(&name, &LockOptions::default()).await.unwrap().unwrap().release().await.unwrap();
+
+    let _: () = acl(&["SETUSER", &user, "-@scripting"]).query_async(&mut admin).await.unwrap();
+    let err = client.try_lock(&name, &LockOptions::default()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("may not"), "{err}");
+
+    let _: () = acl(&["SETUSER", &user, "+@all", "resetpass", ">second-pw-2"]).query_async(&mut admin).await.unwrap();
+    let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("USER").arg(&user).query_async(&mut admin).await.unwrap();
+    // The first request may meet the killed connection; the reconnect then meets the new password. (inspect, not
+    // try_lock: the clean-up of a failed acquire holds the name's local queue place until it gives up.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let err = loop {
+        let err = client.inspect(&name).await.map(drop).unwrap_err();
+        if err.kind() != ErrorKind::Unavailable || Instant::now() > deadline {
+            break err;
+        }
+    };
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("authentication failed for") && !err.message().contains("first-pw-1"), "{err}");
+    println!("after the password changed: {err}");
+    client.close().await;
+    let _: i64 = acl(&["DELUSER", &user]).query_async(&mut admin).await.unwrap();
+}
+
+/// A TLS URL to a server that accepts the connection and never answers: the connect timeout bounds the handshake.
+#[tokio::test]
+async fn a_silent_server_costs_the_connect_timeout_not_forever() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let opts = fencelock::ClientOptions::default().connect_timeout(Duration::from_millis(500));
+    let started = Instant::now();
+    let err = Client::connect_with(&format!("rediss://u:sekrit@{}", silent.local_addr().unwrap()), &opts).await;
+    let err = err.map(drop).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(!err.message().contains("sekrit"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
 }

@@ -10,6 +10,7 @@ use fencelock::{Client, ErrorKind, LockOptions};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
+use support::redis_tls::{self, TlsServer};
 use tokio::time::Instant;
 
 /// The test cluster: one plain connection per master (for CLUSTER, PUBSUB and KEYS, which are per node) and one
@@ -290,4 +291,30 @@ async fn unreachable_cluster_is_unavailable_quickly() {
     assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
     let err = Client::connect("redis+cluster://127.0.0.1:1/2").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+}
+
+/// `FENCELOCK_TEST_REDIS_CLUSTER_TLS`: three masters that accept TLS only (their bus too) and require a password.
+/// The URL lists every master, but each connection after the first goes to a node redis-rs learned of from the
+/// cluster (CLUSTER SLOTS), so those get the same TLS and credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_and_authentication_on_every_node() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_CLUSTER_TLS") else { return };
+    redis_tls::locks_fence_and_wake(&server, &server.with_ca(""), true).await;
+    // One seed only: the other masters are found through it.
+    let seed = server.url.split(',').next().unwrap();
+    let one_seed = format!("{seed}?tls=true&ca={}", server.ca);
+    let client = Client::connect_with(&one_seed, &redis_tls::opts()).await.unwrap();
+    for n in 0..12 {
+        let lease = client.lock(&format!("{}-{n}", support::unique("rc-tls")), &LockOptions::default()).await.unwrap();
+        lease.release().await.unwrap();
+    }
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_plaintext_url_a_wrong_ca_and_a_wrong_password_are_refused() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDIS_CLUSTER_TLS") else { return };
+    redis_tls::refuses_plaintext(&server, "add tls=true").await;
+    redis_tls::refuses_a_wrong_ca(&server).await;
+    redis_tls::refuses_a_wrong_password(&server).await;
 }

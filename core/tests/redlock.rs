@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use fencelock::{Client, ErrorKind, Lease, LockOptions};
 use redis::aio::MultiplexedConnection;
+use support::redis_tls::{self, TlsServer};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -404,4 +405,21 @@ async fn tokens_rise_across_restarts_without_persistence() {
     assert!(t4 > t3, "tokens went backwards after every instance restarted empty: {t3} then {t4}");
     println!("tokens across restarts: {t1} → {t2} → {t3} → {t4}");
     assert_eq!(instances.lock_records().await, Vec::<String>::new());
+}
+
+/// `FENCELOCK_TEST_REDLOCK_TLS`: three instances that accept TLS only and require a password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_and_authentication_on_every_instance() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDLOCK_TLS") else { return };
+    redis_tls::locks_fence_and_wake(&server, &server.with_ca(""), false).await;
+    let files_without_tls = redis_tls::plaintext(&server.with_ca(""));
+    redis_tls::refused(&files_without_tls, ErrorKind::InvalidArgument, "ca= given but TLS is off").await;
+}
+
+#[tokio::test]
+async fn a_plaintext_url_a_wrong_ca_and_a_wrong_password_are_refused() {
+    let Some(server) = TlsServer::from_env("FENCELOCK_TEST_REDLOCK_TLS") else { return };
+    redis_tls::refuses_plaintext(&server, "add tls=true").await;
+    redis_tls::refuses_a_wrong_ca(&server).await;
+    redis_tls::refuses_a_wrong_password(&server).await;
 }

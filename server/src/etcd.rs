@@ -7,6 +7,7 @@ use fencelock::ErrorKind;
 use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::identity::Identity;
 use crate::proto::etcdserverpb::lease_server::Lease;
 use crate::proto::etcdserverpb::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseLeasesRequest,
@@ -39,8 +40,9 @@ pub struct EtcdLeases(pub Arc<Registry>);
 #[tonic::async_trait]
 impl Lease for EtcdLeases {
     async fn lease_grant(&self, req: Request<LeaseGrantRequest>) -> Result<Response<LeaseGrantResponse>, Status> {
+        let caller = Identity::of(&req)?;
         let req = req.into_inner();
-        let lease = self.0.grant(req.ttl, req.id)?;
+        let lease = self.0.grant(req.ttl, req.id, caller)?;
         Ok(Response::new(LeaseGrantResponse {
             header: header(0),
             id: lease.id,
@@ -50,7 +52,8 @@ impl Lease for EtcdLeases {
     }
 
     async fn lease_revoke(&self, req: Request<LeaseRevokeRequest>) -> Result<Response<LeaseRevokeResponse>, Status> {
-        self.0.revoke(req.into_inner().id).await?;
+        let caller = Identity::of(&req)?;
+        self.0.revoke(req.into_inner().id, &caller).await?;
         Ok(Response::new(LeaseRevokeResponse { header: header(0) }))
     }
 
@@ -61,14 +64,16 @@ impl Lease for EtcdLeases {
         req: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
         let registry = self.0.clone();
+        let caller = Identity::of(&req)?;
         // Each request restarts its lease's TTL; like etcd, a lease that no longer exists is answered with TTL 0.
+        // Another identity's lease ends the stream with PERMISSION_DENIED.
         let out = req
             .into_inner()
             .then(move |r| {
-                let registry = registry.clone();
+                let (registry, caller) = (registry.clone(), caller.clone());
                 async move {
                     let r = r?;
-                    let ttl = registry.keep_alive(r.id).await.map_or(0, |t| t.as_secs() as i64);
+                    let ttl = registry.keep_alive(r.id, &caller).await?.map_or(0, |t| t.as_secs() as i64);
                     if ttl == 0 {
                         tracing::debug!(
                             lease = format_args!("{:x}", r.id),
@@ -87,8 +92,9 @@ impl Lease for EtcdLeases {
         &self,
         req: Request<LeaseTimeToLiveRequest>,
     ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
+        let caller = Identity::of(&req)?;
         let req = req.into_inner();
-        let Some(lease) = self.0.etcd_lease(req.id) else {
+        let Some(lease) = self.0.etcd_lease(req.id, &caller)? else {
             // etcd answers an unknown lease with TTL -1, not an error.
             return Ok(Response::new(LeaseTimeToLiveResponse {
                 header: header(0),
@@ -107,8 +113,9 @@ impl Lease for EtcdLeases {
         }))
     }
 
-    async fn lease_leases(&self, _: Request<LeaseLeasesRequest>) -> Result<Response<LeaseLeasesResponse>, Status> {
-        let leases = self.0.etcd_ids().into_iter().map(|id| LeaseStatus { id }).collect();
+    async fn lease_leases(&self, req: Request<LeaseLeasesRequest>) -> Result<Response<LeaseLeasesResponse>, Status> {
+        let caller = Identity::of(&req)?;
+        let leases = self.0.etcd_ids(&caller).into_iter().map(|id| LeaseStatus { id }).collect();
         Ok(Response::new(LeaseLeasesResponse { header: header(0), leases }))
     }
 }
@@ -126,6 +133,7 @@ fn utf8(bytes: Vec<u8>, what: &str) -> Result<String, Status> {
 #[tonic::async_trait]
 impl Lock for EtcdLocks {
     async fn lock(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
+        let caller = Identity::of(&req)?;
         let req = req.into_inner();
         let name = utf8(req.name, "lock name")?;
         if req.lease == 0 {
@@ -134,13 +142,14 @@ impl Lock for EtcdLocks {
                 format!("lock {name:?}: a lease is required (grant one first)"),
             ));
         }
-        let (key, fence) = self.0.lock_for(req.lease, &name).await?;
+        let (key, fence) = self.0.lock_for(req.lease, &name, &caller).await?;
         Ok(Response::new(LockResponse { header: header(revision(fence)), key: key.into_bytes() }))
     }
 
     async fn unlock(&self, req: Request<UnlockRequest>) -> Result<Response<UnlockResponse>, Status> {
+        let caller = Identity::of(&req)?;
         let key = utf8(req.into_inner().key, "lock key")?;
-        let fence = self.0.unlock_key(&key).await?;
+        let fence = self.0.unlock_key(&key, &caller).await?;
         Ok(Response::new(UnlockResponse { header: header(revision(fence)) }))
     }
 }

@@ -5,13 +5,20 @@
 //! - `etcd` — `etcdserverpb.Lease` and `v3lockpb.Lock`: a lease owns the locks taken with it and releases them when
 //!   it is revoked or its keep-alives stop.
 //! - `native` — `fencelock.v1.Locks`: try-lock, renew with a new TTL, fenced writes, the lost stream.
-//! - `registry` — the one lease table under both, bounded by `--max-leases`.
+//! - `registry` — the one lease table under both, bounded by `--max-leases` and `--max-waiters`; each lease belongs
+//!   to the identity that took it.
+//! - `identity` — who is calling: the client certificate's subject CN with mutual TLS, else one anonymous identity.
+//! - `users` — optional etcd-style password authentication (`--users`): `Auth.Authenticate` and its tokens.
+//! - `transport` — server TLS and mutual TLS from the flags; the warning for plaintext off loopback.
 //! - `serve` — the server with health and reflection, and the shutdown order.
 
 pub mod etcd;
+pub mod identity;
 pub mod native;
 /// The generated gRPC code, shared with the etcd backend (crate `fencelock-proto`).
 pub use fencelock_proto as proto;
 pub mod registry;
 pub mod serve;
 pub mod status;
+pub mod transport;
+pub mod users;

@@ -1,11 +1,13 @@
 //! `fencelockd --listen HOST:PORT --backend URL`: see the crate docs and the README's fencelockd section.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use fencelockd::registry::Registry;
-use fencelockd::serve;
+use fencelockd::registry::{Limits, Registry};
+use fencelockd::users::Users;
+use fencelockd::{serve, transport};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -20,15 +22,39 @@ enum LogFormat {
 #[command(version)]
 struct Args {
     /// Address to listen on; etcd's client port by default, so etcd clients find it without flags (port 0 = any free
-    /// port; the bound address is printed on stdout).
+    /// port; the bound address is printed on stdout). Off loopback without TLS a warning is logged.
     #[arg(long, default_value = "127.0.0.1:2379")]
     listen: SocketAddr,
+    /// Serve TLS with this PEM certificate chain (with --tls-key).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Mutual TLS: refuse clients without a certificate this PEM CA signed; the certificate's subject CN is the
+    /// caller's identity, which owns the leases it grants.
+    #[arg(long, requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
+    /// etcd-style password authentication: users and PBKDF2 hashes, one `NAME:pbkdf2-sha256:…` line each. etcd
+    /// clients with a user name and password then work unchanged, and every lease and lock call needs their token
+    /// (or, with --client-ca, a client certificate).
+    #[arg(long)]
+    users: Option<PathBuf>,
+    /// Print the users-file line for user NAME with the password read from stdin (its first line), and exit.
+    #[arg(long, value_name = "NAME")]
+    hash_password: Option<String>,
+    /// Listen off loopback without TLS and without the warning (a private network, a TLS-terminating proxy).
+    #[arg(long)]
+    insecure: bool,
     /// fencelock backend URL [default: $FENCELOCK_URL, else sqlite:fencelock.db]
     #[arg(long)]
     backend: Option<String>,
     /// Most leases (etcd and native together) held at once; past it LeaseGrant and Lock fail with RESOURCE_EXHAUSTED.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     max_leases: u64,
+    /// Most Lock calls (etcd and native) waiting for their lock at once; past it Lock fails with RESOURCE_EXHAUSTED.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_waiters: u64,
     /// Log format on stderr (level from RUST_LOG, default info).
     #[arg(long, value_enum, default_value = "json")]
     log_format: LogFormat,
@@ -42,6 +68,33 @@ async fn main() -> ExitCode {
     match args.log_format {
         LogFormat::Json => logs.json().init(),
         LogFormat::Text => logs.init(),
+    }
+
+    if let Some(name) = &args.hash_password {
+        return hash_password(name);
+    }
+    let users = match &args.users {
+        Some(path) => match Users::load(path) {
+            Ok(users) => Some(std::sync::Arc::new(users)),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the users file");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => match transport::server_tls(cert, key, args.client_ca.as_deref()) {
+            Ok(tls) => Some(tls),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot configure TLS");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
+    if let Some(warning) = transport::exposure_warning(args.listen, tls.is_some(), args.insecure) {
+        tracing::warn!("{warning}");
     }
 
     let url = args.backend.unwrap_or_else(fencelock::default_url);
@@ -61,17 +114,54 @@ async fn main() -> ExitCode {
         }
     };
     let addr = incoming.local_addr().unwrap_or(args.listen);
-    tracing::info!(listen = %addr, backend = %client.url(), max_leases = args.max_leases, "fencelockd serving");
+    let auth = match (&tls, &args.client_ca, &users) {
+        (_, None, Some(_)) => "users file (identity: the authenticated user)",
+        (_, Some(_), Some(_)) => "users file or mutual TLS (identity: the user, else the client certificate CN)",
+        (None, _, None) => "none (plaintext)",
+        (Some(_), None, None) => "none (TLS, no client certificates)",
+        (Some(_), Some(_), None) => "mutual TLS (identity: client certificate CN)",
+    };
+    tracing::info!(
+        listen = %addr,
+        backend = %client.url(),
+        max_leases = args.max_leases,
+        max_waiters = args.max_waiters,
+        auth,
+        "fencelockd serving"
+    );
     println!("listening on {addr}");
 
-    let registry = Registry::new(client, usize::try_from(args.max_leases).unwrap_or(usize::MAX));
-    match serve::serve(registry, incoming, stop_signal()).await {
+    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let limits = Limits { max_leases: size(args.max_leases), max_waiters: size(args.max_waiters) };
+    let registry = Registry::new(client, limits);
+    match serve::serve(registry, incoming, tls, users, stop_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "server failed");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--hash-password NAME`: the users-file line for NAME, the password from stdin's first line.
+fn hash_password(name: &str) -> ExitCode {
+    if name.is_empty() || name.contains(':') || name.contains(char::is_whitespace) {
+        eprintln!("fencelockd: --hash-password {name:?}: a user name is not empty and has no ':' or whitespace");
+        return ExitCode::from(2);
+    }
+    let mut password = String::new();
+    if let Err(e) = std::io::stdin().read_line(&mut password) {
+        eprintln!("fencelockd: --hash-password: cannot read the password from stdin: {e}");
+        return ExitCode::from(2);
+    }
+    let password = password.strip_suffix('\n').unwrap_or(&password);
+    let password = password.strip_suffix('\r').unwrap_or(password);
+    if password.is_empty() {
+        eprintln!("fencelockd: --hash-password: the password (stdin's first line) is empty");
+        return ExitCode::from(2);
+    }
+    println!("{}", Users::hash_line(name, password));
+    ExitCode::SUCCESS
 }
 
 /// SIGTERM or SIGINT.

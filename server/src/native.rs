@@ -9,6 +9,7 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use crate::identity::Identity;
 use crate::proto::fencelock_v1::locks_server::Locks;
 use crate::proto::fencelock_v1::{
     FencedReadRequest, FencedReadResponse, FencedWriteRequest, FencedWriteResponse, LockRequest, LockResponse,
@@ -32,10 +33,12 @@ fn granted(native: &NativeLease) -> LockResponse {
 }
 
 impl NativeLocks {
-    async fn acquire(&self, req: LockRequest, once: bool) -> Result<LockResponse, Status> {
+    async fn acquire(&self, req: Request<LockRequest>, once: bool) -> Result<LockResponse, Status> {
+        let caller = Identity::of(&req)?;
+        let req = req.into_inner();
         let ttl = ms(req.ttl_ms).unwrap_or(DEFAULT_TTL);
         let timeout = if once { None } else { ms(req.timeout_ms) };
-        Ok(match self.0.lock_native(&req.name, ttl, timeout, once).await? {
+        Ok(match self.0.lock_native(&req.name, ttl, timeout, once, caller).await? {
             Some(native) => granted(&native),
             None => LockResponse::default(),
         })
@@ -45,28 +48,40 @@ impl NativeLocks {
 #[tonic::async_trait]
 impl Locks for NativeLocks {
     async fn lock(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
-        self.acquire(req.into_inner(), false).await.map(Response::new)
+        self.acquire(req, false).await.map(Response::new)
     }
 
     async fn try_lock(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
-        self.acquire(req.into_inner(), true).await.map(Response::new)
+        self.acquire(req, true).await.map(Response::new)
     }
 
     async fn renew(&self, req: Request<RenewRequest>) -> Result<Response<RenewResponse>, Status> {
+        let caller = Identity::of(&req)?;
         let req = req.into_inner();
-        let native = self.0.native(req.lease_id)?;
+        let native = self.0.native(req.lease_id, &caller)?;
         native.lease.renew(ms(req.ttl_ms)).await.map_err(from_error)?;
         Ok(Response::new(RenewResponse { remaining_ms: native.lease.remaining().as_millis() as u64 }))
     }
 
     async fn release(&self, req: Request<ReleaseRequest>) -> Result<Response<ReleaseResponse>, Status> {
-        self.0.release_native(req.into_inner().lease_id).await?;
+        let caller = Identity::of(&req)?;
+        self.0.release_native(req.into_inner().lease_id, &caller).await?;
         Ok(Response::new(ReleaseResponse {}))
     }
 
     async fn fenced_write(&self, req: Request<FencedWriteRequest>) -> Result<Response<FencedWriteResponse>, Status> {
+        let caller = Identity::of(&req)?;
         let req = req.into_inner();
-        self.0.client().fence(&req.resource).write(req.token, &req.value).await.map_err(from_error)?;
+        let fence = self.0.client().fence(&req.resource);
+        if let Err(refused) = self.0.check_fence(&req.resource, req.token, &caller) {
+            // Nobody is granted a token on a name the core refuses: say what is wrong with the name instead (the
+            // core's read checks it first).
+            return Err(match fence.read().await {
+                Err(e) if e.kind() == ErrorKind::InvalidArgument => from_error(e),
+                _ => refused,
+            });
+        }
+        fence.write(req.token, &req.value).await.map_err(from_error)?;
         Ok(Response::new(FencedWriteResponse {}))
     }
 
@@ -85,7 +100,8 @@ impl Locks for NativeLocks {
     type WatchLostStream = Pin<Box<dyn Stream<Item = Result<LostEvent, Status>> + Send>>;
 
     async fn watch_lost(&self, req: Request<WatchLostRequest>) -> Result<Response<Self::WatchLostStream>, Status> {
-        let native = self.0.native(req.into_inner().lease_id)?;
+        let caller = Identity::of(&req)?;
+        let native = self.0.native(req.into_inner().lease_id, &caller)?;
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         let (lost, gone, shutdown) = (native.lease.lost(), native.gone(), self.0.shutting_down());
         tokio::spawn(async move {

@@ -1,17 +1,19 @@
 //! Every lease fencelockd holds: etcd leases (each owning the backend locks taken with it) and native leases (one
 //! backend lock each, renewed by their client). One table, so `--max-leases` bounds both, shutdown releases both, and
-//! lease ids never collide.
+//! lease ids never collide. Each lease belongs to the identity that took it: any other caller naming it is
+//! PERMISSION_DENIED. Ids are random 63-bit numbers, so a lease cannot be found by counting.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use fencelock::{Client, ErrorKind, Lease, LockOptions, MAX_TTL};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tonic::{Code, Status};
 
+use crate::identity::Identity;
 use crate::status::{from_error, status};
 
 /// One etcd lease: its TTL contract with the client and the backend locks taken with it.
@@ -19,6 +21,8 @@ use crate::status::{from_error, status};
 pub struct EtcdLease {
     /// The lease id (positive).
     pub id: i64,
+    /// Who granted it: the only caller that may use it.
+    pub owner: Identity,
     /// The granted TTL.
     pub ttl: Duration,
     /// When it expires unless kept alive; changed only under the registry's table lock.
@@ -69,6 +73,8 @@ struct Held {
 pub struct NativeLease {
     /// The handle the client names it by.
     pub id: u64,
+    /// Who took it: the only caller that may use it.
+    pub owner: Identity,
     /// The backend lease.
     pub lease: Lease,
     /// Set once, when it is released or forgotten after expiring.
@@ -97,13 +103,50 @@ impl Tables {
     }
 }
 
+/// What the registry holds at most.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Leases, etcd and native together (`--max-leases`).
+    pub max_leases: usize,
+    /// Lock calls waiting for their lock (`--max-waiters`).
+    pub max_waiters: usize,
+}
+
+/// The (identity, lock name) pairs whose highest granted token is remembered for fenced writes; past it the oldest
+/// are forgotten (their late fenced writes are then refused, which is safe).
+const GRANTS_REMEMBERED: usize = 65_536;
+
+/// The highest fencing token fencelockd granted each identity on each lock name, and when.
+#[derive(Debug, Default)]
+struct Grants {
+    highest: HashMap<(Identity, String), (u64, Instant)>,
+}
+
+impl Grants {
+    fn record(&mut self, owner: &Identity, name: &str, fence: u64) {
+        let entry = self.highest.entry((owner.clone(), name.to_string())).or_insert((0, Instant::now()));
+        *entry = (entry.0.max(fence), Instant::now());
+        if self.highest.len() > GRANTS_REMEMBERED {
+            // Forget the least recently granted quarter at once, so the sort is rare.
+            let mut ages: Vec<Instant> = self.highest.values().map(|(_, at)| *at).collect();
+            ages.sort_unstable();
+            let cut = ages[ages.len() / 4];
+            self.highest.retain(|_, (_, at)| *at > cut);
+        }
+    }
+
+    fn highest(&self, owner: &Identity, name: &str) -> Option<u64> {
+        self.highest.get(&(owner.clone(), name.to_string())).map(|(fence, _)| *fence)
+    }
+}
+
 /// The lease table over one fencelock client.
 #[derive(Debug)]
 pub struct Registry {
     client: Client,
-    max_leases: usize,
+    limits: Limits,
     tables: Mutex<Tables>,
-    next_id: AtomicU64,
+    grants: Mutex<Grants>,
     shutdown: watch::Sender<bool>,
     waiting: AtomicUsize,
 }
@@ -112,9 +155,18 @@ pub struct Registry {
 struct Waiting<'a>(&'a AtomicUsize);
 
 impl<'a> Waiting<'a> {
-    fn new(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        Waiting(count)
+    /// Counts one more waiter, unless `max` already wait.
+    fn enter(count: &'a AtomicUsize, max: usize) -> Result<Self, Status> {
+        count.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1)).map_err(|_| {
+            Status::new(
+                Code::ResourceExhausted,
+                format!(
+                    "fencelockd: --max-waiters {max} Lock calls are already waiting; retry later, use TryLock, or \
+                     restart fencelockd with a higher bound"
+                ),
+            )
+        })?;
+        Ok(Waiting(count))
     }
 }
 
@@ -129,17 +181,43 @@ pub fn lease_not_found() -> Status {
     Status::new(Code::NotFound, "etcdserver: requested lease not found")
 }
 
+/// The error for naming a lease another identity holds (which one is not said).
+fn not_yours(id: impl std::fmt::LowerHex) -> Status {
+    Status::permission_denied(format!("fencelockd: lease {id:x} belongs to another identity"))
+}
+
+/// A random id no lease has (the tables are locked by the caller).
+fn fresh_id(tables: &Tables) -> u64 {
+    loop {
+        let id = random_id();
+        if !tables.etcd.contains_key(&(id as i64)) && !tables.native.contains_key(&id) {
+            return id;
+        }
+    }
+}
+
+fn native_not_held(id: u64) -> Status {
+    status(ErrorKind::NotHeld, format!("native lease {id} is not held (released, expired or unknown)"))
+}
+
+/// A fresh random lease id: 63 bits, never 0, so it is a positive i64 for etcd and the same number natively.
+fn random_id() -> u64 {
+    loop {
+        let id = rand::random::<u64>() >> 1;
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
 impl Registry {
-    /// A registry taking locks through `client`, holding at most `max_leases` leases at once.
-    pub fn new(client: Client, max_leases: usize) -> Arc<Registry> {
-        // Ids start from the clock so a restarted server does not hand out the ids of its previous run.
-        let seed =
-            SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64) & (i64::MAX as u64 >> 8);
+    /// A registry taking locks through `client`, within `limits`.
+    pub fn new(client: Client, limits: Limits) -> Arc<Registry> {
         Arc::new(Registry {
             client,
-            max_leases,
+            limits,
             tables: Mutex::default(),
-            next_id: AtomicU64::new(seed.max(1)),
+            grants: Mutex::default(),
             shutdown: watch::Sender::new(false),
             waiting: AtomicUsize::new(0),
         })
@@ -169,7 +247,7 @@ impl Registry {
             Code::ResourceExhausted,
             format!(
                 "fencelockd: --max-leases {} reached; revoke or release leases, or restart fencelockd with a higher bound",
-                self.max_leases
+                self.limits.max_leases
             ),
         )
     }
@@ -186,8 +264,8 @@ impl Registry {
         status(ErrorKind::Unavailable, "fencelockd is shutting down")
     }
 
-    /// Grants an etcd lease of `ttl_secs` (id `id`, or a fresh one if 0).
-    pub fn grant(self: &Arc<Self>, ttl_secs: i64, id: i64) -> Result<Arc<EtcdLease>, Status> {
+    /// Grants `owner` an etcd lease of `ttl_secs`: id `id` if it is free, or a fresh random one if 0.
+    pub fn grant(self: &Arc<Self>, ttl_secs: i64, id: i64, owner: Identity) -> Result<Arc<EtcdLease>, Status> {
         if ttl_secs <= 0 || ttl_secs as u64 > MAX_TTL.as_secs() {
             return Err(status(
                 ErrorKind::InvalidArgument,
@@ -202,15 +280,17 @@ impl Registry {
         }
         let ttl = Duration::from_secs(ttl_secs as u64);
         let mut tables = self.tables();
-        if tables.len() >= self.max_leases {
+        if tables.len() >= self.limits.max_leases {
             return Err(self.full());
         }
-        let id = if id == 0 { self.fresh_id(&tables) as i64 } else { id };
-        if tables.etcd.contains_key(&id) {
+        let id = if id == 0 { fresh_id(&tables) as i64 } else { id };
+        // A chosen id must be free in both tables: native leases share the id space.
+        if tables.etcd.contains_key(&id) || tables.native.contains_key(&(id as u64)) {
             return Err(Status::new(Code::FailedPrecondition, "etcdserver: lease already exists"));
         }
         let lease = Arc::new(EtcdLease {
             id,
+            owner,
             ttl,
             deadline: Mutex::new(Instant::now() + ttl),
             locks: tokio::sync::Mutex::default(),
@@ -218,18 +298,9 @@ impl Registry {
         });
         tables.etcd.insert(id, lease.clone());
         drop(tables);
-        tracing::info!(lease = format_args!("{id:x}"), ttl_s = ttl_secs, "lease granted");
+        tracing::info!(lease = format_args!("{id:x}"), ttl_s = ttl_secs, owner = %lease.owner, "lease granted");
         tokio::spawn(self.clone().reap_etcd(lease.clone()));
         Ok(lease)
-    }
-
-    fn fresh_id(&self, tables: &Tables) -> u64 {
-        loop {
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed) & (i64::MAX as u64);
-            if id != 0 && !tables.etcd.contains_key(&(id as i64)) && !tables.native.contains_key(&id) {
-                return id;
-            }
-        }
     }
 
     /// Expires `lease` once its deadline passes without a keep-alive.
@@ -274,23 +345,28 @@ impl Registry {
         }
     }
 
-    /// The live etcd lease `id`.
-    pub fn etcd_lease(&self, id: i64) -> Option<Arc<EtcdLease>> {
-        self.tables().etcd.get(&id).cloned()
+    /// The live etcd lease `id`, if `caller` owns it; `None` if there is none; PERMISSION_DENIED if another
+    /// identity owns it.
+    pub fn etcd_lease(&self, id: i64, caller: &Identity) -> Result<Option<Arc<EtcdLease>>, Status> {
+        match self.tables().etcd.get(&id) {
+            Some(lease) if lease.owner != *caller => Err(not_yours(id)),
+            found => Ok(found.cloned()),
+        }
     }
 
-    /// Every live etcd lease id.
-    pub fn etcd_ids(&self) -> Vec<i64> {
-        let mut ids: Vec<i64> = self.tables().etcd.keys().copied().collect();
+    /// The ids of `caller`'s live etcd leases.
+    pub fn etcd_ids(&self, caller: &Identity) -> Vec<i64> {
+        let mut ids: Vec<i64> = self.tables().etcd.values().filter(|l| l.owner == *caller).map(|l| l.id).collect();
         ids.sort_unstable();
         ids
     }
 
     /// Restarts lease `id`'s TTL; its TTL, or `None` if it no longer exists. An etcd client takes a live lease to
     /// mean its locks are held, so each keep-alive first renews them on the backend: one found lost ends the lease
-    /// (the client sees TTL 0) rather than being kept alive while somebody else holds the lock.
-    pub async fn keep_alive(&self, id: i64) -> Option<Duration> {
-        let lease = self.etcd_lease(id)?;
+    /// (the client sees TTL 0) rather than being kept alive while somebody else holds the lock. Another identity's
+    /// lease is PERMISSION_DENIED.
+    pub async fn keep_alive(&self, id: i64, caller: &Identity) -> Result<Option<Duration>, Status> {
+        let Some(lease) = self.etcd_lease(id, caller)? else { return Ok(None) };
         let locks: Vec<(String, Arc<Lease>)> =
             lease.locks.lock().await.iter().map(|(n, h)| (n.clone(), h.lease.clone())).collect();
         let renewals = locks.iter().map(|(_, held)| {
@@ -305,12 +381,12 @@ impl Registry {
         });
         if let Some(((name, _), _)) = lost {
             self.end_lost(&lease, name).await;
-            return None;
+            return Ok(None);
         }
         let tables = self.tables();
-        let lease = tables.etcd.get(&id)?;
+        let Some(lease) = tables.etcd.get(&id) else { return Ok(None) };
         *lease.deadline.lock().expect("deadline lock") = Instant::now() + lease.ttl;
-        Some(lease.ttl)
+        Ok(Some(lease.ttl))
     }
 
     /// Ends `lease` because its lock on `name` was lost on the backend (expired unrenewed, deleted, or gone with the
@@ -337,24 +413,32 @@ impl Registry {
         }
     }
 
-    /// Revokes lease `id` and releases its locks.
-    pub async fn revoke(&self, id: i64) -> Result<(), Status> {
-        let lease = self.tables().etcd.remove(&id).ok_or_else(lease_not_found)?;
+    /// Revokes `caller`'s lease `id` and releases its locks.
+    pub async fn revoke(&self, id: i64, caller: &Identity) -> Result<(), Status> {
+        let lease = {
+            let mut tables = self.tables();
+            match tables.etcd.get(&id) {
+                None => return Err(lease_not_found()),
+                Some(lease) if lease.owner != *caller => return Err(not_yours(id)),
+                Some(_) => tables.etcd.remove(&id).ok_or_else(lease_not_found)?,
+            }
+        };
         tracing::info!(lease = format_args!("{id:x}"), "lease revoked");
         self.end_etcd(&lease).await;
         Ok(())
     }
 
-    /// Takes lock `name` for etcd lease `id`, waiting while someone else holds it; returns the key and the fence.
-    pub async fn lock_for(self: &Arc<Self>, id: i64, name: &str) -> Result<(String, u64), Status> {
-        let lease = self.etcd_lease(id).ok_or_else(lease_not_found)?;
+    /// Takes lock `name` for `caller`'s etcd lease `id`, waiting while someone else holds it; returns the key and the
+    /// fence.
+    pub async fn lock_for(self: &Arc<Self>, id: i64, name: &str, caller: &Identity) -> Result<(String, u64), Status> {
+        let lease = self.etcd_lease(id, caller)?.ok_or_else(lease_not_found)?;
         if let Some(held) = lease.locks.lock().await.get(name) {
             return Ok((lease.key(name), held.lease.fence()));
         }
         // The backend TTL is the lease's, renewed by the watchdog while the lease lives; on a crash of fencelockd the
         // backend lock expires one TTL later, as the etcd lease would have.
         let opts = LockOptions::default().ttl(lease.ttl).owner(format!("etcd-lease-{id:x}"));
-        let waiting = Waiting::new(&self.waiting);
+        let waiting = Waiting::enter(&self.waiting, self.limits.max_waiters)?;
         let held = tokio::select! {
             r = self.client.lock(name, &opts) => r.map_err(from_error)?,
             _ = lease.gone() => return Err(lease_not_found()),
@@ -368,6 +452,7 @@ impl Registry {
             return Err(lease_not_found());
         }
         let fence = held.fence();
+        self.grants().record(&lease.owner, name, fence);
         if locks.contains_key(name) {
             // A concurrent Lock with the same lease won; ours is a reentrant hold of the same grant.
             drop(locks);
@@ -382,12 +467,12 @@ impl Registry {
         Ok((lease.key(name), fence))
     }
 
-    /// Releases the lock whose ownership key is `key`; returns its fence.
-    pub async fn unlock_key(&self, key: &str) -> Result<u64, Status> {
+    /// Releases the lock whose ownership key is `key`, if `caller` owns its lease; returns its fence.
+    pub async fn unlock_key(&self, key: &str, caller: &Identity) -> Result<u64, Status> {
         let not_held = || status(ErrorKind::NotHeld, format!("no lock is held under key {key:?}"));
         let (name, id) = key.rsplit_once('/').ok_or_else(not_held)?;
         let id = i64::from_str_radix(id, 16).map_err(|_| not_held())?;
-        let lease = self.etcd_lease(id).ok_or_else(not_held)?;
+        let lease = self.etcd_lease(id, caller)?.ok_or_else(not_held)?;
         let held = lease.locks.lock().await.remove(name).ok_or_else(not_held)?.lease;
         let fence = held.fence();
         held.release().await.map_err(from_error)?;
@@ -395,29 +480,30 @@ impl Registry {
         Ok(fence)
     }
 
-    /// Takes a native lease on `name` (one attempt if `once`): `None` if `once` found it taken.
+    /// Takes a native lease on `name` for `owner` (one attempt if `once`): `None` if `once` found it taken.
     pub async fn lock_native(
         self: &Arc<Self>,
         name: &str,
         ttl: Duration,
         timeout: Option<Duration>,
         once: bool,
+        owner: Identity,
     ) -> Result<Option<Arc<NativeLease>>, Status> {
-        if self.tables().len() >= self.max_leases {
+        if self.tables().len() >= self.limits.max_leases {
             return Err(self.full());
         }
         let mut opts = LockOptions::default().ttl(ttl).watchdog(false);
         if let Some(t) = timeout {
             opts = opts.timeout(t);
         }
-        let waiting = (!once).then(|| Waiting::new(&self.waiting));
+        let waiting = if once { None } else { Some(Waiting::enter(&self.waiting, self.limits.max_waiters)?) };
         let got = tokio::select! {
             r = async { if once { self.client.try_lock(name, &opts).await } else { self.client.lock(name, &opts).await.map(Some) } } => r.map_err(from_error)?,
             _ = self.shutting_down() => return Err(self.shut()),
         };
         drop(waiting);
         let Some(lease) = got else { return Ok(None) };
-        let native = match self.insert_native(lease) {
+        let native = match self.insert_native(lease, owner) {
             Ok(native) => native,
             Err((lease, refused)) => {
                 let _ = lease.release().await;
@@ -430,16 +516,18 @@ impl Registry {
     }
 
     /// Files a fresh native lease under a new id, unless the table filled up or shutdown began meanwhile.
-    fn insert_native(&self, lease: Lease) -> Result<Arc<NativeLease>, (Lease, Status)> {
+    fn insert_native(&self, lease: Lease, owner: Identity) -> Result<Arc<NativeLease>, (Lease, Status)> {
         let mut tables = self.tables();
         if *self.shutdown.borrow() {
             return Err((lease, self.shut()));
         }
-        if tables.len() >= self.max_leases {
+        if tables.len() >= self.limits.max_leases {
             return Err((lease, self.full()));
         }
-        let native = Arc::new(NativeLease { id: self.fresh_id(&tables), lease, gone: watch::Sender::new(false) });
+        let native = Arc::new(NativeLease { id: fresh_id(&tables), owner, lease, gone: watch::Sender::new(false) });
         tables.native.insert(native.id, native.clone());
+        drop(tables);
+        self.grants().record(&native.owner, native.lease.name(), native.lease.fence());
         Ok(native)
     }
 
@@ -456,22 +544,47 @@ impl Registry {
         }
     }
 
-    /// The live native lease `id`, or NotHeld.
-    pub fn native(&self, id: u64) -> Result<Arc<NativeLease>, Status> {
-        self.tables().native.get(&id).cloned().ok_or_else(|| {
-            status(ErrorKind::NotHeld, format!("native lease {id} is not held (released, expired or unknown)"))
-        })
+    /// `caller`'s live native lease `id`: NOT_HELD if there is none, PERMISSION_DENIED if another identity's.
+    pub fn native(&self, id: u64, caller: &Identity) -> Result<Arc<NativeLease>, Status> {
+        match self.tables().native.get(&id) {
+            None => Err(native_not_held(id)),
+            Some(native) if native.owner != *caller => Err(not_yours(id)),
+            Some(native) => Ok(native.clone()),
+        }
     }
 
-    /// Releases native lease `id`.
-    pub async fn release_native(&self, id: u64) -> Result<(), Status> {
-        let native = self.tables().native.remove(&id).ok_or_else(|| {
-            status(ErrorKind::NotHeld, format!("native lease {id} is not held (released, expired or unknown)"))
-        })?;
+    /// Releases `caller`'s native lease `id`.
+    pub async fn release_native(&self, id: u64, caller: &Identity) -> Result<(), Status> {
+        let native = {
+            let mut tables = self.tables();
+            match tables.native.get(&id) {
+                None => return Err(native_not_held(id)),
+                Some(native) if native.owner != *caller => return Err(not_yours(id)),
+                Some(_) => tables.native.remove(&id).ok_or_else(|| native_not_held(id))?,
+            }
+        };
         native.gone.send_replace(true);
         native.lease.release().await.map_err(from_error)?;
         tracing::debug!(lease = id, lock = %native.lease.name(), "native lock released");
         Ok(())
+    }
+
+    fn grants(&self) -> MutexGuard<'_, Grants> {
+        self.grants.lock().expect("grant table lock")
+    }
+
+    /// Refuses a fenced write of `token` to the register `resource` by `caller` unless fencelockd granted `caller`
+    /// a token at least as high on the lock of that name (native or etcd): every token up to it was really granted
+    /// on that name, so no write can carry the register past what the caller held (a forged `u64::MAX` would lock
+    /// every later holder out).
+    pub fn check_fence(&self, resource: &str, token: u64, caller: &Identity) -> Result<(), Status> {
+        match self.grants().highest(caller, resource) {
+            Some(highest) if token <= highest => Ok(()),
+            _ => Err(Status::permission_denied(format!(
+                "fencelockd: fenced write to {resource:?} with token {token}: fencelockd granted this identity no such \
+                 token on the lock {resource:?} (a fenced register is written with the token of the lock of its name)"
+            ))),
+        }
     }
 
     /// Fails waiting Lock calls and ends keep-alive streams; refuses new leases.

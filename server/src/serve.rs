@@ -5,17 +5,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 
 use crate::etcd::{EtcdLeases, EtcdLocks};
 use crate::native::NativeLocks;
 use crate::proto::DESCRIPTORS;
+use crate::proto::etcdserverpb::auth_server::AuthServer;
 use crate::proto::etcdserverpb::lease_server::LeaseServer;
 use crate::proto::fencelock_v1::locks_server::LocksServer;
 use crate::proto::v3lockpb::lock_server::LockServer;
 use crate::registry::Registry;
+use crate::users::{Authenticator, EtcdAuth, Users};
 
 /// How long shutdown waits for in-flight calls before revoking leases anyway.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -23,10 +25,14 @@ const DRAIN: Duration = Duration::from_secs(5);
 /// Every service name fencelockd serves (health reports each; reflection lists them).
 pub const SERVICES: [&str; 3] = ["etcdserverpb.Lease", "v3lockpb.Lock", "fencelock.v1.Locks"];
 
-/// Serves on `incoming` until `stop` resolves, then shuts down as documented in the README.
+/// Serves on `incoming` (over TLS if `tls` is given, see `transport::server_tls`; with etcd's `Auth.Authenticate`
+/// and a token required on every lease and lock call if `users` is given) until `stop` resolves, then shuts down as
+/// documented in the README.
 pub async fn serve(
     registry: Arc<Registry>,
     incoming: TcpIncoming,
+    tls: Option<ServerTlsConfig>,
+    users: Option<Arc<Users>>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -60,13 +66,19 @@ pub async fn serve(
             registry.begin_shutdown();
         }
     };
-    let server = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let auth = Authenticator(users.clone());
+    let server = builder
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(LeaseServer::new(EtcdLeases(registry.clone())))
-        .add_service(LockServer::new(EtcdLocks(registry.clone())))
-        .add_service(LocksServer::new(NativeLocks(registry.clone())))
+        .add_optional_service(users.map(|users| AuthServer::new(EtcdAuth(users))))
+        .add_service(LeaseServer::with_interceptor(EtcdLeases(registry.clone()), auth.clone()))
+        .add_service(LockServer::with_interceptor(EtcdLocks(registry.clone()), auth.clone()))
+        .add_service(LocksServer::with_interceptor(NativeLocks(registry.clone()), auth))
         .serve_with_incoming_shutdown(incoming, on_stop);
     tokio::pin!(server);
     tokio::select! {

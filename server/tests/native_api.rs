@@ -39,8 +39,9 @@ async fn try_lock_renew_release_and_fenced_writes() {
         tokio::time::sleep(Duration::from_millis(2_500)).await;
         assert!(sdk.try_lock(&name, &LockOptions::default()).await.unwrap().is_none(), "{url}: renewed past 2 s");
 
-        // Fenced writes through the service: the holder's token is accepted, an older one is ABORTED (FENCED).
-        let resource = unique("native-res");
+        // Fenced writes through the service, on the register of the lock's name: the holder's token is accepted, an
+        // older one is ABORTED (FENCED).
+        let resource = name.clone();
         native
             .fenced_write(FencedWriteRequest { resource: resource.clone(), token: got.fence, value: b"v1".to_vec() })
             .await

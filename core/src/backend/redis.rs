@@ -4,6 +4,13 @@
 //!
 //! Waiters share one RESP3 pub/sub connection per client; a message they miss costs at most the holder's
 //! remaining TTL, the bound every wait uses.
+//!
+//! URL: `redis[s]://[[user]:password@]host[:port][/db][?ca=PEM&cert=PEM&key=PEM]`. `rediss://` is TLS with the
+//! certificate chain and host name checked against `ca=` (else the system's roots); `cert=` and `key=` are a client
+//! certificate for servers that ask for one. `user:password@` authenticates an ACL user, `:password@` the
+//! `requirepass` default user (see [`security`]). Both connections, commands and pub/sub, use the same settings.
+
+mod security;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -12,10 +19,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, FromRedisValue, ProtocolVersion, PushInfo, PushKind, RedisError, Script, ScriptInvocation, Value};
+use redis::{
+    Client, ErrorKind as RedisErrorKind, FromRedisValue, ProtocolVersion, PushInfo, PushKind, RedisError, Script,
+    ScriptInvocation, ServerErrorKind, Value,
+};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+pub(crate) use self::security::{Security, names, tls_flag};
 use super::record::{RecordAttempt, Records};
 use super::redact;
 use super::waiters::{Channels, Listen, Subscription, wait_notified};
@@ -207,25 +218,70 @@ fn manager_config(opts: &ClientOptions) -> ConnectionManagerConfig {
         .set_response_timeout(Some(opts.request_timeout))
 }
 
+/// The TLS settings of a `redis://` or `rediss://` URL; the rest of it is redis-rs's to read.
+fn parse(url: &str) -> Result<Security> {
+    let shown = redact(url);
+    let parsed = url::Url::parse(url).map_err(|e| bad_url(url, e))?;
+    if parsed.fragment().is_some() {
+        // redis-rs reads `#insecure` as "skip the certificate checks"; they are never skipped.
+        return Err(Error::invalid(format!("URL {shown:?}: a fragment (#…) is not allowed")));
+    }
+    let pairs = parsed.query_pairs().into_owned().collect();
+    let (security, rest) = Security::take(pairs, parsed.scheme() == "rediss", &shown, "use rediss://")?;
+    let unknown: Vec<&str> = names(&rest).into_iter().filter(|n| *n != "protocol").collect();
+    if !unknown.is_empty() {
+        return Err(Error::invalid(format!(
+            "URL {shown:?}: unknown parameters {unknown:?}; expected ca=, cert=, key= (with rediss://) or protocol="
+        )));
+    }
+    Ok(security)
+}
+
+/// A URL neither the url crate nor redis-rs could read, naming a bad port in the words of the other backends.
+fn bad_url(url: &str, e: impl fmt::Display) -> Error {
+    match super::bad_port(url) {
+        Some(port) => Error::invalid(format!("URL {:?}: {port}", redact(url))),
+        None => Error::invalid(format!("URL {:?}: {e}", redact(url))),
+    }
+}
+
+impl Server {
+    /// Connects to the server of `url` (`redis://` or `rediss://`, whose query is already in `security`).
+    pub(crate) async fn open(
+        url: &str,
+        security: &Security,
+        opts: &ClientOptions,
+    ) -> Result<(Self, ConnectionManager)> {
+        let shown = redact(url);
+        let client = match security.certificates() {
+            Some(certs) => Client::build_with_tls(url, certs),
+            None => Client::open(url),
+        }
+        .map_err(|e| bad_url(url, e))?;
+        let connecting = async {
+            let mut conn = ConnectionManager::new_with_config(client.clone(), manager_config(opts)).await?;
+            // A server that wants a password takes the connection and refuses its first command: ask one now. An
+            // ACL user may lack PING itself; that refusal still says the login worked.
+            match redis::cmd("PING").query_async::<()>(&mut conn).await {
+                Err(e) if e.kind() != RedisErrorKind::Server(ServerErrorKind::NoPerm) => Err(e),
+                _ => Ok(conn),
+            }
+        };
+        let conn = tokio::time::timeout(opts.connect_timeout, connecting)
+            .await
+            .map_err(|_| security.timeout_error(&shown, opts.connect_timeout))?
+            .map_err(|e| security.connect_error(&e, &shown))?;
+        Ok((Server { client }, conn))
+    }
+}
+
 impl Deployment for Server {
     type Conn = ConnectionManager;
     type PubSub = PubSub;
     const PUBLISH: &'static str = "publish";
 
     async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ConnectionManager)> {
-        let shown = redact(url);
-        let client = Client::open(url).map_err(|e| match super::bad_port(url) {
-            Some(port) => Error::invalid(format!("URL {shown:?}: {port}")),
-            None => Error::invalid(format!("URL {shown:?}: {e}")),
-        })?;
-        let conn = tokio::time::timeout(
-            opts.connect_timeout,
-            ConnectionManager::new_with_config(client.clone(), manager_config(opts)),
-        )
-        .await
-        .map_err(|_| Error::unavailable(format!("{shown}: no connection within {:?}", opts.connect_timeout)))?
-        .map_err(|e| Error::unavailable(format!("{shown}: cannot connect: {e}")))?;
-        Ok((Server { client }, conn))
+        Server::open(url, &parse(url)?, opts).await
     }
 
     async fn open_pubsub(&self, opts: &ClientOptions, channels: Arc<Channels>) -> Result<PubSub, RedisError> {
@@ -286,6 +342,15 @@ pub(crate) struct RedisLock<D: Deployment> {
 /// The `redis://` backend.
 pub(crate) type RedisBackend = RedisLock<Server>;
 
+impl RedisBackend {
+    /// One server of a multi-server backend (a Redlock instance): `url` is `redis://` or `rediss://` without a
+    /// query, and `security` comes from the URL that named it.
+    pub(crate) async fn connect_instance(url: &str, security: &Security, opts: &ClientOptions) -> Result<Self> {
+        let (server, conn) = Server::open(url, security, opts).await?;
+        Ok(Self::over(server, conn, url, opts))
+    }
+}
+
 impl<D: Deployment> fmt::Debug for RedisLock<D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLock").field("url", &self.url).finish_non_exhaustive()
@@ -295,7 +360,11 @@ impl<D: Deployment> fmt::Debug for RedisLock<D> {
 impl<D: Deployment> RedisLock<D> {
     pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
         let (deployment, conn) = D::connect(url, opts).await?;
-        Ok(RedisLock {
+        Ok(Self::over(deployment, conn, url, opts))
+    }
+
+    fn over(deployment: D, conn: D::Conn, url: &str, opts: &ClientOptions) -> Self {
+        RedisLock {
             deployment,
             conn,
             pubsub: OnceCell::new(),
@@ -303,10 +372,14 @@ impl<D: Deployment> RedisLock<D> {
             scripts: Scripts::publishing_with(D::PUBLISH),
             url: redact(url),
             opts: opts.clone(),
-        })
+        }
     }
 
     fn err(&self, e: RedisError) -> Error {
+        // A password changed or an ACL narrowed since connect: no retry fixes that either.
+        if let Some(refused) = security::refusal(&e, &self.url) {
+            return refused;
+        }
         if D::transient(&e) {
             Error::unavailable(format!("{}: {e}", self.url))
         } else {

@@ -39,8 +39,11 @@
 //! the same caveat as one server restarted from an older snapshot (a counter lost entirely is re-seeded from the
 //! clock and stays ahead). Without replicas a dead master makes its slots unavailable rather than losing tokens.
 //!
-//! URL: `redis+cluster://[user:password@]host[:port],host[:port],…[/0]`; any listed node is a seed for discovering
-//! the rest. Connect and request timeouts are the client's (`ClientOptions`).
+//! URL: `redis+cluster://[[user]:password@]host[:port],host[:port],…[/0][?tls=true[&ca=…&cert=…&key=…]]`; any listed
+//! node is a seed for discovering the rest. The credentials and TLS apply to every node, the seeds and those found
+//! through `CLUSTER SLOTS` and redirects alike (redis-rs connects to all with one set of parameters, and a cluster
+//! whose nodes differ in them is not one deployment). Connect and request timeouts are the client's
+//! (`ClientOptions`).
 
 use std::fmt;
 use std::sync::Arc;
@@ -51,7 +54,7 @@ use redis::cluster_routing::Slot;
 use redis::{ErrorKind as RedisErrorKind, ProtocolVersion, PushInfo, RedisError, ServerErrorKind};
 
 use super::Backend;
-use super::redis::{Deployment, RedisLock, is_transient, on_push};
+use super::redis::{Deployment, RedisLock, Security, is_transient, names, on_push, tls_flag};
 use super::waiters::{Channels, Listen};
 use super::{REDIS_PORT, parse_hosts, redact};
 use crate::error::{Error, Result};
@@ -106,41 +109,58 @@ fn check_name(name: &str) -> Result<()> {
     )))
 }
 
-/// What a `redis+cluster://` URL says: one `redis://` URL per seed node.
-fn parse(url: &str) -> Result<Vec<String>> {
-    let bad = |why: String| Error::invalid(format!("URL {:?}: {why}", redact(url)));
+/// What a `redis+cluster://` URL says: one `redis://` (or `rediss://`) URL per seed node, and how every node is
+/// secured.
+fn parse(url: &str) -> Result<(Vec<String>, Security)> {
+    let shown = redact(url);
+    let bad = |why: String| Error::invalid(format!("URL {shown:?}: {why}"));
     let rest = url
         .split_once("://")
         .map(|(_, rest)| rest)
         .ok_or_else(|| bad("expected redis+cluster://host:port,host:port,…".into()))?;
-    if let Some((_, query)) = rest.split_once('?') {
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut tls = false;
+    let mut pairs = Vec::new();
+    for (name, value) in url::form_urlencoded::parse(query.as_bytes()).into_owned() {
+        match name.as_str() {
+            "tls" => tls = tls_flag(&value, &shown)?,
+            _ => pairs.push((name, value)),
+        }
+    }
+    let (security, unknown) = Security::take(pairs, tls, &shown, "add tls=true")?;
+    if !unknown.is_empty() {
         // The names only: a value may be a secret (`?password=…`).
-        let names: Vec<&str> = query.split('&').map(|p| p.split_once('=').map_or(p, |(name, _)| name)).collect();
-        return Err(bad(format!("unknown parameters {names:?}; redis+cluster:// takes none")));
+        return Err(bad(format!("unknown parameters {:?}; expected tls=true, ca=, cert=, key=", names(&unknown))));
     }
     let (rest, db) = rest.split_once('/').map_or((rest, ""), |(rest, db)| (rest, db));
     if !matches!(db, "" | "0") {
         return Err(bad(format!("database {db:?}: a Redis Cluster has only database 0")));
     }
     let (auth, hosts) = rest.rsplit_once('@').map_or((None, rest), |(auth, hosts)| (Some(auth), hosts));
+    let scheme = if tls { "rediss" } else { "redis" };
     let mut nodes: Vec<String> = Vec::new();
     for host in parse_hosts(hosts, REDIS_PORT).map_err(bad)? {
         let auth = auth.map(|a| format!("{a}@")).unwrap_or_default();
-        let node = format!("redis://{auth}{host}");
+        let node = format!("{scheme}://{auth}{host}");
         redis::Client::open(node.as_str()).map_err(|e| bad(format!("host {host:?}: {e}")))?;
         if !nodes.contains(&node) {
             nodes.push(node);
         }
     }
-    Ok(nodes)
+    Ok((nodes, security))
 }
 
-/// Short timeouts and few retries: a dead node must cost a bounded time, not redis-rs's default backoff loop.
-fn builder(nodes: &[String], opts: &ClientOptions) -> ClusterClientBuilder {
-    ClusterClientBuilder::new(nodes.to_vec())
+/// Short timeouts and few retries: a dead node must cost a bounded time, not redis-rs's default backoff loop. The
+/// certificates serve every node redis-rs connects to, including those it discovers.
+fn builder(nodes: &[String], security: &Security, opts: &ClientOptions) -> ClusterClientBuilder {
+    let builder = ClusterClientBuilder::new(nodes.to_vec())
         .connection_timeout(opts.connect_timeout)
         .response_timeout(opts.request_timeout)
-        .retries(CLUSTER_RETRIES)
+        .retries(CLUSTER_RETRIES);
+    match security.certificates() {
+        Some(certs) => builder.certs(certs),
+        None => builder,
+    }
 }
 
 /// The RESP3 cluster connection that carries this client's sharded subscriptions.
@@ -169,6 +189,7 @@ impl Listen for PubSub {
 pub(crate) struct Cluster {
     /// Seed node URLs, credentials included: never shown unredacted.
     nodes: Vec<String>,
+    security: Security,
 }
 
 impl fmt::Debug for Cluster {
@@ -186,17 +207,18 @@ impl Deployment for Cluster {
 
     async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ClusterConnection)> {
         let shown = redact(url);
-        let nodes = parse(url)?;
-        let client = builder(&nodes, opts).build().map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
+        let (nodes, security) = parse(url)?;
+        let client =
+            builder(&nodes, &security, opts).build().map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
         let conn = tokio::time::timeout(opts.connect_timeout, client.get_async_connection())
             .await
-            .map_err(|_| Error::unavailable(format!("{shown}: no connection within {:?}", opts.connect_timeout)))?
-            .map_err(|e| Error::unavailable(format!("{shown}: cannot connect: {e}")))?;
-        Ok((Cluster { nodes }, conn))
+            .map_err(|_| security.timeout_error(&shown, opts.connect_timeout))?
+            .map_err(|e| security.connect_error(&e, &shown))?;
+        Ok((Cluster { nodes, security }, conn))
     }
 
     async fn open_pubsub(&self, opts: &ClientOptions, channels: Arc<Channels>) -> Result<PubSub, RedisError> {
-        let client = builder(&self.nodes, opts)
+        let client = builder(&self.nodes, &self.security, opts)
             .use_protocol(ProtocolVersion::RESP3)
             .push_sender(move |push: PushInfo| -> Result<(), std::convert::Infallible> {
                 on_push(&channels, push);
@@ -265,14 +287,20 @@ mod tests {
     #[test]
     fn urls_name_every_seed_node() {
         assert_eq!(
-            parse("redis+cluster://u:pw@a:1,b,[::1]/0").unwrap(),
+            parse("redis+cluster://u:pw@a:1,b,[::1]/0").unwrap().0,
             ["redis://u:pw@a:1", "redis://u:pw@b:6379", "redis://u:pw@[::1]:6379"]
         );
-        assert_eq!(parse("redis+cluster://a,a:6379").unwrap(), ["redis://a:6379"]);
+        assert_eq!(parse("redis+cluster://a,a:6379").unwrap().0, ["redis://a:6379"]);
+        let (nodes, security) = parse("redis+cluster://:pw@a,b?tls=true").unwrap();
+        assert_eq!(nodes, ["rediss://:pw@a:6379", "rediss://:pw@b:6379"]);
+        assert!(security.tls());
         for (url, says) in [
             ("redis+cluster://a,,b", "empty host"),
             ("redis+cluster://a/3", "only database 0"),
-            ("redis+cluster://a?x=1", "takes none"),
+            ("redis+cluster://a?x=1", "unknown parameters [\"x\"]"),
+            ("redis+cluster://a?password=secret", "unknown parameters [\"password\"]"),
+            ("redis+cluster://a?tls=1", "tls must be true or false"),
+            ("redis+cluster://a?cert=%2Fc.pem&key=%2Fk.pem", "cert=, key= given but TLS is off (add tls=true)"),
             ("redis+cluster://u:secret@a/2", "u:***@"),
         ] {
             let err = parse(url).unwrap_err();

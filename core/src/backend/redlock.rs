@@ -21,8 +21,10 @@
 //! Like any quorum register without read repair, a fenced write that failed may still have reached a minority and be
 //! seen by later reads; a write that succeeded is seen by every later read.
 //!
-//! URL: `redlock://[user:password@]host:port,host:port,…[/db][?instance_timeout_ms=N]`, at least three distinct
-//! instances; the credentials and database apply to every instance. A Redis Cluster is `redis+cluster://`
+//! URL: `redlock://[user:password@]host:port,host:port,…[/db][?instance_timeout_ms=N][&tls=true][&ca=…&cert=…&key=…]`,
+//! at least three distinct instances. The credentials, database and TLS settings apply to every instance: one
+//! `ca=` file may hold the roots of several CAs, and instances that differ in these belong to different
+//! deployments, which a Redlock set should not mix. A Redis Cluster is `redis+cluster://`
 //! (`super::redis_cluster`), not Redlock.
 
 mod attempt;
@@ -95,7 +97,11 @@ impl RedlockBackend {
         let instance_opts = opts.clone().request_timeout(timeout);
         let backend = RedlockBackend {
             quorum: config.instances.len() / 2 + 1,
-            instances: config.instances.into_iter().map(|u| Instance::new(u, instance_opts.clone(), timeout)).collect(),
+            instances: config
+                .instances
+                .into_iter()
+                .map(|u| Instance::new(u, config.security.clone(), instance_opts.clone(), timeout))
+                .collect(),
             raise: Script::new(RAISE_COUNTER),
             url: redact(url),
         };
@@ -133,17 +139,27 @@ impl RedlockBackend {
         join_all(self.instances.iter().map(|i| i.call(&op))).await
     }
 
-    /// `Unavailable`, saying how many instances did what and what the others said.
+    /// `Unavailable`, saying how many instances did what and what the others said; `InvalidArgument` instead when
+    /// the instances that refused the configuration (a credential, a certificate) are enough to deny any majority,
+    /// since no retry fixes that.
     fn no_majority(&self, did: &str, yes: usize, refused: usize, errors: &[Error]) -> Error {
         let why: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        Error::unavailable(format!(
-            "{}: {yes} of {} instances {did}, {} needed ({refused} refused, {} failed: {})",
-            self.url,
-            self.instances.len(),
-            self.quorum,
-            errors.len(),
-            why.join("; ")
-        ))
+        let misconfigured = errors.iter().filter(|e| e.kind() == ErrorKind::InvalidArgument).count();
+        let kind = match misconfigured > self.instances.len() - self.quorum {
+            true => ErrorKind::InvalidArgument,
+            false => ErrorKind::Unavailable,
+        };
+        Error::new(
+            kind,
+            format!(
+                "{}: {yes} of {} instances {did}, {} needed ({refused} refused, {} failed: {})",
+                self.url,
+                self.instances.len(),
+                self.quorum,
+                errors.len(),
+                why.join("; ")
+            ),
+        )
     }
 
     /// The rule of renew, release and fenced writes: done if a majority did it; refused, with `refusal` made from

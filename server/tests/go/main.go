@@ -5,8 +5,13 @@
 //	goclient ... -mode hold -wait 2s                                           give up (exit 3, "TIMEOUT") after 2 s
 //	goclient ... -mode worker -iterations 100 -hold 10ms                       lock/unlock in a loop
 //	goclient -mode faults-worker -endpoint A -referee A -client c6 -ttl-ms 2000 -seed N   tests/faults's worker protocol
+//	goclient ... -mode foreign -victim KEY     every use of the lease of another client's lock key must be refused
 //
-// Output lines (stdout): "LOCKED key=<key> rev=<revision>", "UNLOCKED", "TIMEOUT".
+// -tls-ca FILE (with -tls-cert FILE -tls-key FILE for mutual TLS) connects over TLS, through clientv3's Config.TLS;
+// -user NAME with $FENCELOCK_GO_PASSWORD authenticates with etcd's Auth (clientv3's Config.Username and Password).
+//
+// Output lines (stdout): "LOCKED key=<key> rev=<revision>", "UNLOCKED", "TIMEOUT"; in foreign mode "DENIED <call>"
+// or "ALLOWED <call>: <outcome>" per call, exit 4 if any was allowed.
 package main
 
 import (
@@ -39,7 +44,16 @@ func main() {
 	key := flag.String("key", "register", "faults-worker: the referee's key")
 	unlockTimeout := flag.Duration("unlock-timeout", envDuration("FENCELOCK_GO_UNLOCK_TIMEOUT"),
 		"faults-worker: client deadline of Unlock (0 = none; default $FENCELOCK_GO_UNLOCK_TIMEOUT)")
+	victim := flag.String("victim", "", "foreign mode: another client's lock key (NAME/<lease id in hex>)")
+	tlsCA := flag.String("tls-ca", "", "connect over TLS, trusting this PEM CA")
+	tlsCert := flag.String("tls-cert", "", "mutual TLS: this PEM client certificate (with -tls-key)")
+	tlsKey := flag.String("tls-key", "", "mutual TLS: the PEM key of -tls-cert")
+	user := flag.String("user", "", "authenticate as this user, with the password in $FENCELOCK_GO_PASSWORD")
 	flag.Parse()
+	tlsConf, err := tlsConfig(*tlsCA, *tlsCert, *tlsKey)
+	if err != nil {
+		fail("%v", err)
+	}
 	if *mode == "faults-worker" {
 		if *referee == "" || *client == "" || *name == "" {
 			fail("faults-worker needs -referee, -client and -name")
@@ -48,18 +62,25 @@ func main() {
 			ttl: time.Duration(*ttlMs) * time.Millisecond, unlockTimeout: *unlockTimeout, seed: *seed})
 		return
 	}
-	if *name == "" {
+	if *name == "" && *mode != "foreign" {
 		fail("-name is required")
 	}
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{*endpoint}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{*endpoint}, DialTimeout: 5 * time.Second, TLS: tlsConf,
+		Username: *user, Password: os.Getenv("FENCELOCK_GO_PASSWORD")})
 	if err != nil {
 		fail("connect: %v", err)
 	}
 	defer cli.Close()
 	ctx := context.Background()
+	if *mode == "foreign" {
+		os.Exit(runForeign(ctx, cli, *victim))
+	}
 
-	lease, err := cli.Grant(ctx, *ttl)
+	// Bounded: a refused TLS handshake shows as UNAVAILABLE, which clientv3 would retry for ever.
+	gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
+	lease, err := cli.Grant(gctx, *ttl)
+	gcancel()
 	if err != nil {
 		fail("lease grant: %v", err)
 	}

@@ -1,9 +1,11 @@
-//! The `redlock://` URL: one `redis://` URL per instance, and the per-instance timeout.
+//! The `redlock://` URL: one `redis://` (or `rediss://`) URL per instance, how they are secured, and the
+//! per-instance timeout.
 
 use std::time::Duration;
 
 use std::net::SocketAddr;
 
+use crate::backend::redis::{Security, names, tls_flag};
 use crate::backend::{Host, REDIS_PORT, parse_hosts, redact};
 use crate::error::{Error, Result};
 
@@ -14,30 +16,56 @@ const DEFAULT_INSTANCE_TIMEOUT: Duration = Duration::from_millis(50);
 const MIN_INSTANCES: usize = 3;
 
 /// What a `redlock://` URL says.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub(super) struct Config {
-    /// One `redis://` URL per instance, credentials and database included.
+    /// One `redis://` or `rediss://` URL per instance, credentials and database included, no query.
     pub(super) instances: Vec<String>,
+    /// TLS, the same for every instance.
+    pub(super) security: Security,
     /// How long one instance may take to answer one request.
     pub(super) instance_timeout: Duration,
     /// The host of each instance, as listed.
     pub(super) hosts: Vec<Host>,
 }
 
-/// Parses `redlock://[user:password@]host:port,host:port,…[/db][?instance_timeout_ms=N]`.
+/// Parses `redlock://[user:password@]host:port,host:port,…[/db][?instance_timeout_ms=N&tls=true&ca=…&cert=…&key=…]`.
 pub(super) fn parse(url: &str) -> Result<Config> {
-    let bad = |why: String| Error::invalid(format!("URL {:?}: {why}", redact(url)));
+    let shown = redact(url);
+    let bad = |why: String| Error::invalid(format!("URL {shown:?}: {why}"));
     let rest = url.split_once("://").map(|(_, rest)| rest).ok_or_else(|| bad("expected redlock://h1,h2,h3".into()))?;
     let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
     let (rest, db) = rest.split_once('/').map_or((rest, None), |(rest, db)| (rest, Some(db)));
     let (auth, hosts) = rest.rsplit_once('@').map_or((None, rest), |(auth, hosts)| (Some(auth), hosts));
 
+    let mut instance_timeout = DEFAULT_INSTANCE_TIMEOUT;
+    let mut tls = false;
+    let mut pairs = Vec::new();
+    for (name, value) in url::form_urlencoded::parse(query.as_bytes()).into_owned() {
+        match name.as_str() {
+            "instance_timeout_ms" => match value.parse::<u64>() {
+                Ok(ms) if ms > 0 => instance_timeout = Duration::from_millis(ms),
+                _ => return Err(bad(format!("instance_timeout_ms must be a positive number of ms, got {value:?}"))),
+            },
+            "tls" => tls = tls_flag(&value, &shown)?,
+            _ => pairs.push((name, value)),
+        }
+    }
+    let (security, unknown) = Security::take(pairs, tls, &shown, "add tls=true")?;
+    if !unknown.is_empty() {
+        // The names only: the value of an unknown parameter may be a secret (`?password=…`).
+        return Err(bad(format!(
+            "unknown parameters {:?}; expected instance_timeout_ms=N, tls=true, ca=, cert=, key=",
+            names(&unknown)
+        )));
+    }
+
+    let scheme = if tls { "rediss" } else { "redis" };
     let mut instances: Vec<String> = Vec::new();
     let hosts = parse_hosts(hosts, REDIS_PORT).map_err(bad)?;
     for host in &hosts {
         let auth = auth.map(|a| format!("{a}@")).unwrap_or_default();
         let db = db.map(|d| format!("/{d}")).unwrap_or_default();
-        let instance = format!("redis://{auth}{host}{db}");
+        let instance = format!("{scheme}://{auth}{host}{db}");
         redis::Client::open(instance.as_str()).map_err(|e| bad(format!("host {host:?}: {e}")))?;
         if instances.contains(&instance) {
             return Err(bad(format!("host {host:?} is listed twice; each instance must count once")));
@@ -51,21 +79,7 @@ pub(super) fn parse(url: &str) -> Result<Config> {
         )));
     }
 
-    let mut instance_timeout = DEFAULT_INSTANCE_TIMEOUT;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("instance_timeout_ms", v)) => match v.parse::<u64>() {
-                Ok(ms) if ms > 0 => instance_timeout = Duration::from_millis(ms),
-                _ => return Err(bad(format!("instance_timeout_ms must be a positive number of ms, got {v:?}"))),
-            },
-            // The name only: the value of an unknown parameter may be a secret (`?password=…`).
-            _ => {
-                let name = pair.split_once('=').map_or(pair, |(name, _)| name);
-                return Err(bad(format!("unknown parameter {name:?}; expected instance_timeout_ms=N")));
-            }
-        }
-    }
-    Ok(Config { instances, instance_timeout, hosts })
+    Ok(Config { instances, security, instance_timeout, hosts })
 }
 
 /// Refuses two listed hosts that resolve to a common address: they are one instance counted twice, which lets a
@@ -110,6 +124,10 @@ mod tests {
         assert_eq!(c.instances, ["redis://u:pw@a:1/3", "redis://u:pw@b:2/3", "redis://u:pw@[::1]:6379/3"]);
         assert_eq!(c.instance_timeout, Duration::from_millis(20));
         assert_eq!(parse("redlock://a,b,c").unwrap().instance_timeout, DEFAULT_INSTANCE_TIMEOUT);
+        assert!(!parse("redlock://a,b,c?tls=false").unwrap().security.tls());
+        let c = parse("redlock://:pw@a,b,c/1?tls=true").unwrap();
+        assert_eq!(c.instances, ["rediss://:pw@a:6379/1", "rediss://:pw@b:6379/1", "rediss://:pw@c:6379/1"]);
+        assert!(c.security.tls());
     }
 
     #[tokio::test]
@@ -132,6 +150,9 @@ mod tests {
             ("redlock://a,b,a:6379", "listed twice"),
             ("redlock://a,b,c?instance_timeout_ms=0", "positive"),
             ("redlock://a,b,c?colour=blue", "unknown parameter"),
+            ("redlock://a,b,c?tls=yes", "tls must be true or false"),
+            ("redlock://a,b,c?ca=%2Fca.pem", "ca= given but TLS is off (add tls=true)"),
+            ("redlock://a,b,c?tls=true&ca=%2Fnonexistent.pem", "ca=\"/nonexistent.pem\" cannot be read"),
             ("redlock://u:secret@a,b", "u:***@"),
         ] {
             let err = parse(url).unwrap_err();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::future::{BoxFuture, FutureExt, Shared};
 
 use crate::backend::redact;
-use crate::backend::redis::RedisBackend;
+use crate::backend::redis::{RedisBackend, Security};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 
@@ -26,6 +26,7 @@ struct Dialing {
 /// itself, and a request waits for that at most the instance timeout.
 pub(super) struct Instance {
     url: String,
+    security: Security,
     opts: ClientOptions,
     timeout: Duration,
     dialing: Mutex<Dialing>,
@@ -38,9 +39,9 @@ impl fmt::Debug for Instance {
 }
 
 impl Instance {
-    pub(super) fn new(url: String, opts: ClientOptions, timeout: Duration) -> Self {
-        let dialing = Mutex::new(Dialing { attempt: start_dial(url.clone(), opts.clone()), failed: None });
-        Instance { url, opts, timeout, dialing }
+    pub(super) fn new(url: String, security: Security, opts: ClientOptions, timeout: Duration) -> Self {
+        let attempt = start_dial(url.clone(), security.clone(), opts.clone());
+        Instance { url, security, opts, timeout, dialing: Mutex::new(Dialing { attempt, failed: None }) }
     }
 
     fn dialing(&self) -> std::sync::MutexGuard<'_, Dialing> {
@@ -54,7 +55,7 @@ impl Instance {
             let mut dialing = self.dialing();
             if let Some(Err(e)) = dialing.attempt.peek() {
                 dialing.failed = Some(e.clone());
-                dialing.attempt = start_dial(self.url.clone(), self.opts.clone());
+                dialing.attempt = start_dial(self.url.clone(), self.security.clone(), self.opts.clone());
             }
             match (dialing.attempt.peek(), &dialing.failed) {
                 (Some(result), _) => return result.clone(),
@@ -84,8 +85,9 @@ impl Instance {
 
 /// Starts connecting. A task of its own drives the attempt, so it goes on when every request has stopped waiting for
 /// it, and its result is there for the next request to find.
-fn start_dial(url: String, opts: ClientOptions) -> Dial {
-    let attempt = async move { RedisBackend::connect(&url, &opts).await.map(Arc::new) }.boxed().shared();
+fn start_dial(url: String, security: Security, opts: ClientOptions) -> Dial {
+    let attempt =
+        async move { RedisBackend::connect_instance(&url, &security, &opts).await.map(Arc::new) }.boxed().shared();
     tokio::spawn(attempt.clone());
     attempt
 }
