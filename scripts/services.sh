@@ -21,6 +21,8 @@
 #   FENCELOCK_TEST_CA and has authentication on; the URL's user fencelock may read and write every key; add ca=,
 #   cert= and key=; the client certificate's CN is no etcd user, so the password is what authorizes; root's
 #   password is etcd-root-pw; auth tokens are JWTs),
+#   FENCELOCK_TEST_ZK_TLS (the same ZooKeeper's secureClientPort, which requires a client certificate of the test
+#   CA: a zk://…?tls=true URL with ca=, cert= and key= of the test PKI; digest auth needs no server set-up),
 #   FENCELOCK_TEST_MYSQL (root, no password), FENCELOCK_TEST_MYSQL_AUTH (user fencelock, password fencelock-pw),
 #   FENCELOCK_TEST_MYSQL_TLS (a user the server admits over TLS only),
 #   FENCELOCK_TEST_ETCD_CLUSTER and FENCELOCK_TEST_ZK_ENSEMBLE (three members each; with _PORTS, _PIDS, and the
@@ -37,6 +39,8 @@ readonly STOP_TIMEOUT=10            # seconds between the polite signal and SIGK
 readonly LAUNCH_ATTEMPTS=3          # a server that dies before it is ready (port taken in a race) gets new ports
 readonly MARKER=.fencelock-services # only a directory holding this file is ever deleted
 readonly ZK_CLASSPATH=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
+# The Netty jars that zookeeper.jar's manifest class path leaves out but its Netty connection factory needs.
+readonly ZK_NETTY=/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar
 readonly MARIADBD=/usr/sbin/mariadbd
 
 DIR=
@@ -133,6 +137,7 @@ ensure_packages() {
     fi
     if wants zk || wants zk-ensemble; then
         [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
+        [[ -f /usr/share/java/netty-codec.jar ]] || missing+=(libnetty-java)
         command -v nc >/dev/null || missing+=(netcat-openbsd)
     fi
     if wants postgres; then compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql); fi
@@ -323,27 +328,42 @@ finish_etcd_tls() {
 # --- zookeeper -------------------------------------------------------------------------------------------------
 
 launch_zk() {
-    local name=$1 dir=$DIR/zk
+    local name=$1 dir=$DIR/zk t=$DIR/tls
     pick_port
     PORT[$name]=$PICKED
+    pick_port
+    PORT[$name-tls]=$PICKED
     mkdir -p "$dir/data"
+    # ZooKeeper's PEM key store is one file: the key, then the certificate.
+    cat "$t/server.key" "$t/server.pem" >"$dir/server-keystore.pem"
     # admin.enableServer=false: otherwise Jetty binds 0.0.0.0:8080. maxClientCnxns=0: tests open many sessions.
+    # The secure port needs the Netty connection factory (Debian's libnetty-java, a dependency of zookeeper), which
+    # then serves the plaintext port too; ssl.clientAuth=need: a client certificate of the test CA.
     cat >"$dir/zoo.cfg" <<EOF
 tickTime=2000
 dataDir=$dir/data
 clientPort=${PORT[$name]}
 clientPortAddress=127.0.0.1
+secureClientPort=${PORT[$name-tls]}
+secureClientPortAddress=127.0.0.1
+serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+ssl.keyStore.location=$dir/server-keystore.pem
+ssl.keyStore.type=PEM
+ssl.trustStore.location=$t/ca.pem
+ssl.trustStore.type=PEM
+ssl.clientAuth=need
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,conf
 EOF
-    spawn "$name" TERM java -Xmx256m -XX:+UseSerialGC -XX:-UsePerfData -cp "$ZK_CLASSPATH" \
+    spawn "$name" TERM java -Xmx256m -XX:+UseSerialGC -XX:-UsePerfData -cp "$ZK_CLASSPATH:$ZK_NETTY" \
         org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
 }
 
 probe_zk() {
     [[ $(echo ruok | nc -w 2 127.0.0.1 "${PORT[$1]}" 2>/dev/null) == imok ]] &&
-        echo srvr | nc -w 2 127.0.0.1 "${PORT[$1]}" 2>/dev/null | grep -q '^Mode: '
+        echo srvr | nc -w 2 127.0.0.1 "${PORT[$1]}" 2>/dev/null | grep -q '^Mode: ' &&
+        { [[ -z ${PORT[$1-tls]:-} ]] || [[ -n $(ss -Htln "sport = :${PORT[$1-tls]}") ]]; }
 }
 
 # --- etcd cluster and ZooKeeper ensemble -----------------------------------------------------------------------
@@ -768,7 +788,10 @@ write_env() {
             echo "export FENCELOCK_TEST_ETCD=\"etcd://127.0.0.1:${PORT[etcd]}\""
             echo "export FENCELOCK_TEST_ETCD_TLS=\"etcd+https://fencelock:etcd-tls-pw@127.0.0.1:${PORT[etcd-tls]}\""
         fi
-        if wants zk; then echo "export FENCELOCK_TEST_ZK=\"zk://127.0.0.1:${PORT[zk]}\""; fi
+        if wants zk; then
+            echo "export FENCELOCK_TEST_ZK=\"zk://127.0.0.1:${PORT[zk]}\""
+            echo "export FENCELOCK_TEST_ZK_TLS=\"zk://127.0.0.1:${PORT[zk-tls]}?tls=true&ca=$t/ca.pem&cert=$t/client.pem&key=$t/client.key\""
+        fi
         if wants etcd-cluster; then env_ensemble etcd-cluster FENCELOCK_TEST_ETCD_CLUSTER etcd; fi
         if wants zk-ensemble; then env_ensemble zk-ensemble FENCELOCK_TEST_ZK_ENSEMBLE zk; fi
         if wants postgres; then

@@ -204,7 +204,7 @@ fn is_secret_param(raw_name: &str) -> bool {
 }
 
 /// `%XX` escapes decoded; anything else kept.
-fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

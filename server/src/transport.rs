@@ -21,6 +21,11 @@ pub fn server_tls(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<S
     if let Some(ca) = client_ca {
         config = config.client_ca_root(Certificate::from_pem(read("--client-ca", ca)?));
     }
+    // tonic builds it with ServerConfig::builder(), which panics without a process default provider once two are
+    // compiled in (zookeeper-client's rustls brings aws-lc-rs beside ring): make it ring, unless one is set.
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
     // Built once here so a bad file is reported at start, not at the first connection.
     Server::builder().tls_config(config.clone()).map_err(|e| {
         let mut detail = e.to_string();

@@ -32,6 +32,9 @@ fn is_in_memory(path: &str) -> bool {
 /// Opens the backend a URL names. Whatever a backend or its driver said, the error that leaves carries no secret of
 /// `url`: every site redacts the URL it quotes, and [`Error::scrub`] catches a driver that quoted a secret itself.
 pub(crate) async fn open(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<Arc<dyn Backend>> {
+    // zookeeper-client's TLS compiles aws-lc-rs beside ring, and drivers that build their TLS configuration with
+    // ClientConfig::builder() (mysql_async, zookeeper-client) panic unless a process default provider is set.
+    super::tls::provider();
     open_scheme(url, opts, tasks).await.map_err(|e| e.scrub(url))
 }
 

@@ -1,5 +1,12 @@
-//! `zk://h1:2181,h2:2181[/chroot]`: Curator's `InterProcessMutex` recipe on the raw ZooKeeper API, so Curator
-//! clients and fencelock exclude each other on the same path.
+//! `zk://[user:password@]h1:2181,h2:2181[/chroot][?tls=true&ca=…&cert=…&key=…]`: Curator's `InterProcessMutex`
+//! recipe on the raw ZooKeeper API, so Curator clients and fencelock exclude each other on the same path.
+//!
+//! Security: the user-info is digest authentication. With it, every node fencelock creates (lock nodes, their
+//! directories, the chroot, fence registers) gets the creator-only ACL (ZooKeeper's `auth` scheme: the identities the
+//! session authenticated as), so no other identity can delete a lock node or write a fence register; without it
+//! nodes are world-writable, as Curator makes them by default. The digest scheme accepts any password (it only names
+//! an identity), so a wrong one shows at the first node its identity may not touch: `NoAuth`, reported as
+//! `INVALID_ARGUMENT` "authentication failed for …". `tls=true` connects to the secureClientPort (`secure.rs`).
 //!
 //! Layout: the lock directory is the name if it starts with `/`, else `/<name>` (container nodes, created on first
 //! use). Each acquire creates the EPHEMERAL_SEQUENTIAL node `<dir>/_c_<uuid>-lock-<seq10>` holding the holder id; the
@@ -15,14 +22,17 @@
 //! is replaced on the next call. Uncontended acquire + release costs two round trips: the create and the listing of
 //! the queue are pipelined (one session answers in order), then one delete.
 //!
-//! Files: `session.rs` (liveness), `layout.rs` (Curator's paths and queue order), `entry.rs` (one acquire's node),
-//! `cleanup.rs` (deleting a node an acquire left), `shared.rs` (what the backend and its attempts share).
+//! Files: `target.rs` (the URL), `session.rs` (liveness), `secure.rs` (TLS), `layout.rs` (Curator's paths and queue
+//! order), `entry.rs` (one acquire's node), `cleanup.rs` (deleting a node an acquire left), `shared.rs` (what the
+//! backend and its attempts share).
 
 mod cleanup;
 mod entry;
 mod layout;
+mod secure;
 mod session;
 mod shared;
+mod target;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -34,10 +44,11 @@ use zookeeper_client as zk;
 
 use self::entry::QueueEntry;
 use self::layout::lock_dir;
+use self::secure::Secure;
 use self::session::LiveSession;
 use self::shared::Shared;
 use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held};
-use super::{Backoff, Host, decode_register, encode_register, parse_hosts, redact};
+use super::{Backoff, Host, decode_register, encode_register, redact};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 
@@ -51,10 +62,32 @@ const FENCES: &str = "/fencelock/fences";
 /// How often one call retries a lost connection, a reaped directory or a vanished node before giving up.
 const TRIES: usize = 5;
 
-const EPHEMERAL_SEQUENTIAL: zk::CreateOptions<'static> =
-    zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-const PERSISTENT: zk::CreateOptions<'static> = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-const CONTAINER: zk::CreateOptions<'static> = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
+/// How each kind of node fencelock makes is created: creator-only with credentials, else world-writable.
+#[derive(Debug)]
+struct Modes {
+    ephemeral_sequential: zk::CreateOptions<'static>,
+    persistent: zk::CreateOptions<'static>,
+    container: zk::CreateOptions<'static>,
+}
+
+impl Modes {
+    fn new(authenticated: bool) -> Modes {
+        let acls = if authenticated { zk::Acls::creator_all() } else { zk::Acls::anyone_all() };
+        Modes {
+            ephemeral_sequential: zk::CreateMode::EphemeralSequential.with_acls(acls),
+            persistent: zk::CreateMode::Persistent.with_acls(acls),
+            container: zk::CreateMode::Container.with_acls(acls),
+        }
+    }
+}
+
+/// A refused or insufficient credential (`NoAuth`, `AuthFailed`): no retry helps, so `INVALID_ARGUMENT`.
+fn auth_failed(shown: &str, e: &zk::Error) -> Error {
+    Error::invalid(format!(
+        "authentication failed for {shown}: ZooKeeper refused access ({e}): the credentials, or their absence, do \
+         not have the rights the node's ACL requires"
+    ))
+}
 
 /// Opens the backend `url` names.
 pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn Backend>> {
@@ -81,30 +114,39 @@ pub(crate) struct ZkBackend {
 impl ZkBackend {
     async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
         let shown = redact(url);
-        let usage = || Error::invalid(format!("URL {shown:?}: expected zk://host:port[,host:port…][/chroot]"));
-        let rest = url.split_once("://").map(|(_, rest)| rest).ok_or_else(usage)?;
-        let (hosts, chroot) = match rest.split_once('/') {
-            Some((hosts, root)) => (hosts, Some(format!("/{}", root.trim_end_matches('/'))).filter(|r| r != "/")),
-            None => (rest, None),
-        };
-        let hosts = parse_hosts(hosts, ZK_PORT).map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
+        let target = target::parse(url, &shown)?;
+        let secure = target.tls.as_ref().map(|files| Secure::new(files, &target.hosts, &shown)).transpose()?;
         let session = LiveSession {
-            hosts: hosts.iter().map(Host::to_string).collect::<Vec<_>>().join(","),
-            chroot,
+            hosts: target.hosts.iter().map(Host::to_string).collect::<Vec<_>>().join(","),
+            chroot: target.chroot,
+            modes: Modes::new(target.digest.is_some()),
+            digest: target.digest,
+            tls: secure.as_ref().map(|s| s.options.clone()),
             timeout: opts.request_timeout * 2,
             connect_timeout: opts.connect_timeout,
             live: Mutex::new(None),
             reopen: tokio::sync::Mutex::new(()),
             closed: AtomicBool::new(false),
         };
-        let client = session.open().await.map_err(|e| match e {
-            zk::Error::BadArguments(_) => Error::invalid(format!("URL {shown:?}: {e}")),
-            zk::Error::NoHosts | zk::Error::Timeout | zk::Error::ConnectionLoss => Error::unavailable(format!(
-                "{shown}: no ZooKeeper server answered within {:?} ({e})",
-                opts.connect_timeout
-            )),
-            other => Error::unavailable(format!("{shown}: cannot open a session: {other}")),
-        })?;
+        let client = match session.open().await {
+            Ok(client) => client,
+            Err(e @ (zk::Error::NoHosts | zk::Error::Timeout | zk::Error::ConnectionLoss)) => {
+                if let Some(secure) = &secure
+                    && let Some(refused) = secure.refusal(&target.hosts, opts.connect_timeout, &shown).await
+                {
+                    return Err(refused);
+                }
+                // A server that requires TLS closes a plaintext connection without a word.
+                let hint = if secure.is_none() { "; a server that only takes TLS needs ?tls=true" } else { "" };
+                return Err(Error::unavailable(format!(
+                    "{shown}: no ZooKeeper server answered within {:?} ({e}){hint}",
+                    opts.connect_timeout
+                )));
+            }
+            Err(e @ zk::Error::BadArguments(_)) => return Err(Error::invalid(format!("URL {shown:?}: {e}"))),
+            Err(e @ (zk::Error::NoAuth | zk::Error::AuthFailed)) => return Err(auth_failed(&shown, &e)),
+            Err(other) => return Err(Error::unavailable(format!("{shown}: cannot open a session: {other}"))),
+        };
         *session.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(client);
         // describe(), and every later message, shows the URL without its secrets.
         let shared = Shared { session, url: shown, request_timeout: opts.request_timeout };
@@ -233,7 +275,7 @@ impl Backend for ZkBackend {
                     }
                     s.rpc(zk.set_data(&path, &data, Some(stat.version))).await.map(drop)
                 }
-                Err(zk::Error::NoNode) => s.rpc(zk.create(&path, &data, &PERSISTENT)).await.map(drop),
+                Err(zk::Error::NoNode) => s.rpc(zk.create(&path, &data, &s.session.modes.persistent)).await.map(drop),
                 Err(e) => Err(e),
             };
             match outcome {

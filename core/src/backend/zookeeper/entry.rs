@@ -10,7 +10,7 @@ use zookeeper_client as zk;
 use super::cleanup::{Leftover, delete};
 use super::layout::{LOCK_NAME, PROTECTED, lock_dir, queue};
 use super::shared::Shared;
-use super::{EPHEMERAL_SEQUENTIAL, TRIES, is_connection_loss};
+use super::{TRIES, is_connection_loss};
 use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Grant, Pending, Undo};
 use crate::error::{Error, Result};
 
@@ -72,12 +72,13 @@ impl QueueEntry {
     async fn create(&mut self, zk: &zk::Client) -> Result<Vec<String>, zk::Error> {
         let prefix = self.path(&self.node_prefix());
         self.sent = true;
-        let create = zk.create(&prefix, self.req.holder.as_bytes(), &EPHEMERAL_SEQUENTIAL);
+        let create = zk.create(&prefix, self.req.holder.as_bytes(), &self.shared.session.modes.ephemeral_sequential);
         let list = zk.list_children(self.dir());
         let (created, listed) = tokio::time::timeout(self.shared.request_timeout, futures::future::join(create, list))
             .await
             .unwrap_or((Err(zk::Error::Timeout), Err(zk::Error::Timeout)));
-        let (stat, seq) = created?;
+        // A create the server answered with an error (NoAuth) made no node: nothing to look for or clean up.
+        let (stat, seq) = created.inspect_err(|e| self.sent = is_connection_loss(e))?;
         self.node = Some(Node { name: format!("{}{seq}", self.node_prefix()), czxid: stat.czxid as u64 });
         listed
     }

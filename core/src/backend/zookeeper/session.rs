@@ -7,13 +7,20 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
-use super::PERSISTENT;
+use super::Modes;
+use super::target::Digest;
 
 /// One ZooKeeper session per client, replaced after it expires; closing drops the last handle, which ends it.
 #[derive(Debug)]
 pub(super) struct LiveSession {
     pub(super) hosts: String,
     pub(super) chroot: Option<String>,
+    /// Digest credentials the session authenticates with (again on every reconnect), if any.
+    pub(super) digest: Option<Digest>,
+    /// TLS to the secureClientPort, if `tls=true`.
+    pub(super) tls: Option<zk::TlsOptions>,
+    /// How the nodes we create are made, by whether the session has credentials.
+    pub(super) modes: Modes,
     pub(super) timeout: Duration,
     pub(super) connect_timeout: Duration,
     pub(super) live: Mutex<Option<zk::Client>>,
@@ -23,12 +30,20 @@ pub(super) struct LiveSession {
 
 impl LiveSession {
     pub(super) async fn open(&self) -> Result<zk::Client, zk::Error> {
-        let connect =
-            zk::Client::connector().with_session_timeout(self.timeout).with_fail_eagerly().connect(&self.hosts);
+        let mut connector = zk::Client::connector().with_session_timeout(self.timeout).with_fail_eagerly();
+        if let Some(digest) = &self.digest {
+            connector = connector.with_auth("digest", &digest.auth());
+        }
+        let connect = async {
+            match &self.tls {
+                Some(tls) => connector.with_tls(tls.clone()).secure_connect(&self.hosts).await,
+                None => connector.connect(&self.hosts).await,
+            }
+        };
         let client = tokio::time::timeout(self.connect_timeout, connect).await.map_err(|_| zk::Error::Timeout)??;
         let Some(root) = &self.chroot else { return Ok(client) };
         // Like a Curator namespace, the chroot is made on first use; persistent, so the server never reaps it.
-        client.mkdir(root, &PERSISTENT).await?;
+        client.mkdir(root, &self.modes.persistent).await?;
         client.chroot(root.as_str()).map_err(|_| zk::Error::BadArguments(&"invalid chroot"))
     }
 

@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use zookeeper_client as zk;
 
+use super::auth_failed;
 use super::layout::{PROTECTED, queue};
 use super::session::LiveSession;
-use super::{CONTAINER, PERSISTENT};
 use crate::error::{Error, ErrorKind, Result};
 
 /// State shared by the backend and its attempts.
@@ -35,13 +35,7 @@ impl Shared {
             | zk::Error::NotReadOnly => ErrorKind::Unavailable,
             zk::Error::ClientClosed => ErrorKind::Closed,
             zk::Error::BadArguments(_) => ErrorKind::InvalidArgument,
-            // The node's ACL or the session's credentials refuse us: retrying will not help.
-            zk::Error::NoAuth | zk::Error::AuthFailed => {
-                return Error::invalid(format!(
-                    "{}: ZooKeeper refused access ({e}): the credentials do not have the rights the node's ACL requires",
-                    self.url
-                ));
-            }
+            zk::Error::NoAuth | zk::Error::AuthFailed => return auth_failed(&self.url, &e),
             _ => ErrorKind::Internal,
         };
         Error::new(kind, format!("{}: {e}", self.url))
@@ -54,8 +48,9 @@ impl Shared {
     /// Creates `dir` and its parents as container nodes, which the server reaps once empty; servers older than
     /// 3.5.3 refuse containers and get persistent nodes instead.
     pub(super) async fn make_dirs(&self, zk: &zk::Client, dir: &str) -> Result<(), zk::Error> {
-        match self.rpc(zk.mkdir(dir, &CONTAINER)).await {
-            Err(zk::Error::Unimplemented) => self.rpc(zk.mkdir(dir, &PERSISTENT)).await,
+        let modes = &self.session.modes;
+        match self.rpc(zk.mkdir(dir, &modes.container)).await {
+            Err(zk::Error::Unimplemented) => self.rpc(zk.mkdir(dir, &modes.persistent)).await,
             done => done,
         }
     }

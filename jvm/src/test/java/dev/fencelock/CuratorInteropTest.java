@@ -2,8 +2,10 @@ package dev.fencelock;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
@@ -13,6 +15,7 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.retry.RetryOneTime;
+import org.apache.zookeeper.KeeperException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -21,7 +24,9 @@ import org.junit.jupiter.api.Timeout;
 /**
  * A fencelock ZooKeeper lock and Curator's InterProcessMutex on the same path, against the real Curator from Maven
  * Central: neither holds while the other does, and each side's waiter is woken by the other's release (by the
- * watch on its predecessor node; the holders' sessions stay alive, so nothing else could free the lock).
+ * watch on its predecessor node; the holders' sessions stay alive, so nothing else could free the lock). With digest
+ * credentials in the URL, fencelock's nodes are creator-only: Curator with the same credentials still shares the lock,
+ * Curator without them is refused.
  */
 @Timeout(60)
 class CuratorInteropTest {
@@ -93,6 +98,36 @@ class CuratorInteropTest {
         awaitContenders(path, 0);
         try (Lease after = fencelock.tryLock(path).orElseThrow()) {
             assertTrue(after.fence() > lease.fence(), "czxid tokens rise");
+        }
+    }
+
+    @Test
+    void withTheSameDigestCredentialsCuratorSharesTheLockAndOthersAreRefused() throws Exception {
+        String hostPort = Services.hostPort(Services.zk());
+        String root = "/" + Services.unique("interop-curator-auth");
+        String path = root + "/lock";
+        CuratorFramework authed = CuratorFrameworkFactory.builder().connectString(hostPort).sessionTimeoutMs(30_000)
+                .connectionTimeoutMs(10_000).retryPolicy(new RetryOneTime(200))
+                .authorization("digest", "app:app-pw".getBytes(StandardCharsets.UTF_8)).build();
+        authed.start();
+        try (FencelockClient owner = FencelockClient.connect("zk://app:app-pw@" + hostPort)) {
+            assertTrue(authed.blockUntilConnected(20, TimeUnit.SECONDS), "Curator connects to " + hostPort);
+            Lease lease = owner.lock(path);
+            InterProcessMutex mutex = new InterProcessMutex(authed, path);
+            assertFalse(mutex.acquire(0, TimeUnit.MILLISECONDS), "Curator must not get a lock fencelock holds");
+            InterProcessMutex anonymous = new InterProcessMutex(curator, path);
+            assertThrows(KeeperException.NoAuthException.class, () -> anonymous.acquire(0, TimeUnit.MILLISECONDS),
+                    "Curator without the credentials cannot queue in a creator-only directory");
+            lease.release();
+            assertTrue(mutex.acquire(10, TimeUnit.SECONDS), "Curator with the same credentials gets the lock");
+            assertEquals(Optional.empty(), owner.tryLock(path), "fencelock must not get a lock Curator holds");
+            mutex.release();
+            try (Lease after = owner.tryLock(path).orElseThrow()) {
+                assertTrue(after.fence() > lease.fence(), "czxid tokens rise");
+            }
+        } finally {
+            authed.delete().deletingChildrenIfNeeded().forPath(root);
+            authed.close();
         }
     }
 
