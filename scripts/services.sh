@@ -16,6 +16,12 @@
 #   name no ca=: add ?ca=$FENCELOCK_TEST_CA (or &ca=); FENCELOCK_TEST_REDIS_SECURE is _TLS with it,
 #   ready to use.
 #   FENCELOCK_TEST_ETCD, FENCELOCK_TEST_ZK, FENCELOCK_TEST_POSTGRES,
+#   FENCELOCK_TEST_POSTGRES_TLS (user fencelock_tls, whom the same server admits over TLS only, with a password),
+#   FENCELOCK_TEST_POSTGRES_CERT (user fencelock-client, admitted by the client certificate of that CN only),
+#   FENCELOCK_TEST_ETCD_TLS (with etcd: a second etcd that speaks TLS only, wants a client certificate signed by
+#   FENCELOCK_TEST_CA and has authentication on; the URL's user fencelock may read and write every key; add ca=,
+#   cert= and key=; the client certificate's CN is no etcd user, so the password is what authorizes; root's
+#   password is etcd-root-pw; auth tokens are JWTs),
 #   FENCELOCK_TEST_ZK_TLS (the same ZooKeeper's secureClientPort, which requires a client certificate of the test
 #   CA: a zk://…?tls=true URL with ca=, cert= and key= of the test PKI; digest auth needs no server set-up),
 #   FENCELOCK_TEST_MYSQL (root, no password), FENCELOCK_TEST_MYSQL_AUTH (user fencelock, password fencelock-pw),
@@ -275,6 +281,51 @@ probe_etcd() {
         endpoint health >/dev/null 2>&1
 }
 
+# The TLS-only etcd: https for clients (the peer port of this lone member carries nothing), client certificates
+# required (--client-cert-auth); finish_etcd_tls turns authentication on.
+launch_etcd_tls() {
+    local name=$1 t=$DIR/tls client peer
+    pick_port
+    PORT[$name]=$PICKED
+    pick_port
+    client=https://127.0.0.1:${PORT[$name]}
+    peer=http://127.0.0.1:$PICKED
+    rm -rf "${DIR:?}/$name"
+    # JWT auth tokens (signed with the server key, which etcd wants as SEC1): they carry the auth store's revision,
+    # so a change to users or roles outdates them, unlike simple tokens; the tests check the backend copes.
+    if ! { openssl ec -in "$t/server.key" -out "$DIR/$name-jwt.key" &&
+        openssl ec -in "$t/server.key" -pubout -out "$DIR/$name-jwt.pub"; } 2>>"$DIR/tls.log"; then
+        die "could not make the JWT keys of the TLS etcd (see $DIR/tls.log)"
+    fi
+    spawn "$name" TERM etcd --name fencelock-tls --data-dir "$DIR/$name" --logger zap \
+        --listen-client-urls "$client" --advertise-client-urls "$client" \
+        --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+        --initial-cluster "fencelock-tls=$peer" --initial-cluster-state new \
+        --cert-file "$t/server.pem" --key-file "$t/server.key" --trusted-ca-file "$t/ca.pem" --client-cert-auth \
+        --auth-token "jwt,pub-key=$DIR/$name-jwt.pub,priv-key=$DIR/$name-jwt.key,sign-method=ES256,ttl=10m"
+}
+
+# etcdctl_tls ARGS...: etcdctl against the TLS etcd with the test client certificate (and ARGS' --user, if any).
+etcdctl_tls() {
+    local t=$DIR/tls
+    ETCDCTL_API=3 etcdctl --endpoints "https://127.0.0.1:${PORT[etcd-tls]}" --cacert "$t/ca.pem" \
+        --cert "$t/client.pem" --key "$t/client.key" --dial-timeout 1s --command-timeout 3s "$@"
+}
+
+probe_etcd_tls() { etcdctl_tls endpoint health >/dev/null 2>&1; }
+
+# Users root and fencelock (readwrite on every key), then auth on.
+finish_etcd_tls() {
+    {
+        etcdctl_tls user add root --new-user-password=etcd-root-pw &&
+            etcdctl_tls user add fencelock --new-user-password=etcd-tls-pw &&
+            etcdctl_tls role add fencelock &&
+            etcdctl_tls role grant-permission fencelock readwrite --prefix '' &&
+            etcdctl_tls user grant-role fencelock fencelock &&
+            etcdctl_tls auth enable
+    } >>"$DIR/etcd-tls.log" 2>&1 || die "could not set up the users of the TLS etcd (see $DIR/etcd-tls.log)"
+}
+
 # --- zookeeper -------------------------------------------------------------------------------------------------
 
 launch_zk() {
@@ -526,6 +577,20 @@ init_postgres() {
         log_tail postgres
         die "initdb failed"
     fi
+    # TLS: the server refuses a key that others may read, so it gets a private copy of its own.
+    cp "$DIR/tls/server.pem" "$DIR/tls/server.key" "$DIR/tls/ca.pem" "$PGTMP/"
+    chmod 600 "$PGTMP/server.key"
+    if ((EUID == 0)); then chown postgres: "$PGTMP/server.pem" "$PGTMP/server.key" "$PGTMP/ca.pem"; fi
+    # fencelock_tls: a password, over TLS only; fencelock-client: its client certificate, over TLS only (first match
+    # wins); everyone else as initdb left it (trust).
+    local hba=$PGTMP/data/pg_hba.conf
+    {
+        printf '%s\n' 'hostssl all fencelock_tls 127.0.0.1/32 scram-sha-256' \
+            'hostnossl all fencelock_tls 127.0.0.1/32 reject' 'hostssl all fencelock-client 127.0.0.1/32 cert' \
+            'host all fencelock-client 127.0.0.1/32 reject'
+        cat "$hba"
+    } >"$hba.new" && mv "$hba.new" "$hba"
+    if ((EUID == 0)); then chown postgres: "$hba"; fi
 }
 
 launch_postgres() {
@@ -535,7 +600,9 @@ launch_postgres() {
     PORT[$name]=$PICKED
     # A throwaway cluster: durability settings off for speed.
     pg_cmd "$PG_BIN/postgres" -D "$PGTMP/data" -h 127.0.0.1 -p "${PORT[$name]}" -k "$PGTMP" \
-        -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200
+        -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 \
+        -c ssl=on -c ssl_cert_file="$PGTMP/server.pem" -c ssl_key_file="$PGTMP/server.key" \
+        -c ssl_ca_file="$PGTMP/ca.pem"
     # As root the spawned pid is su's; the postmaster (its child) is recorded once it has written postmaster.pid.
     if ((EUID == 0)); then spawn "$name" TERM "${PG_CMD[@]}"; else spawn "$name" INT "${PG_CMD[@]}"; fi
 }
@@ -549,7 +616,9 @@ finish_postgres() {
         record_pid postgres-postmaster "$pm" INT # SIGINT = fast shutdown
     fi
     "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "${PORT[postgres]}" -U postgres -d postgres \
-        -c 'CREATE DATABASE fencelock_test' >>"$DIR/postgres.log" 2>&1 ||
+        -c 'CREATE DATABASE fencelock_test' -c "CREATE USER fencelock_tls PASSWORD 'pg-tls-pw'" \
+        -c 'CREATE DATABASE fencelock_tls OWNER fencelock_tls' -c 'CREATE USER "fencelock-client"' \
+        -c 'CREATE DATABASE fencelock_cert OWNER "fencelock-client"' >>"$DIR/postgres.log" 2>&1 ||
         die "could not create database fencelock_test (see $DIR/postgres.log)"
 }
 
@@ -652,6 +721,7 @@ kind_of() {
     redlock* | redis-*) echo redis ;;
     cluster*) echo cluster ;;
     etcd-cluster) echo etcd_cluster ;;
+    etcd-tls) echo etcd_tls ;;
     zk-ensemble) echo zk_ensemble ;;
     *) echo "$1" ;;
     esac
@@ -717,7 +787,10 @@ write_env() {
             tls_nodes=$(hosts "${CLUSTER_TLS_NODES[@]}")
             echo "export FENCELOCK_TEST_REDIS_CLUSTER_TLS=\"redis+cluster://fencelock:fencelock-pw@$tls_nodes?tls=true\""
         fi
-        if wants etcd; then echo "export FENCELOCK_TEST_ETCD=\"etcd://127.0.0.1:${PORT[etcd]}\""; fi
+        if wants etcd; then
+            echo "export FENCELOCK_TEST_ETCD=\"etcd://127.0.0.1:${PORT[etcd]}\""
+            echo "export FENCELOCK_TEST_ETCD_TLS=\"etcd+https://fencelock:etcd-tls-pw@127.0.0.1:${PORT[etcd-tls]}\""
+        fi
         if wants zk; then
             echo "export FENCELOCK_TEST_ZK=\"zk://127.0.0.1:${PORT[zk]}\""
             echo "export FENCELOCK_TEST_ZK_TLS=\"zk://127.0.0.1:${PORT[zk-tls]}?tls=true&ca=$t/ca.pem&cert=$t/client.pem&key=$t/client.key\""
@@ -725,7 +798,10 @@ write_env() {
         if wants etcd-cluster; then env_ensemble etcd-cluster FENCELOCK_TEST_ETCD_CLUSTER etcd; fi
         if wants zk-ensemble; then env_ensemble zk-ensemble FENCELOCK_TEST_ZK_ENSEMBLE zk; fi
         if wants postgres; then
-            echo "export FENCELOCK_TEST_POSTGRES=\"postgres://postgres@127.0.0.1:${PORT[postgres]}/fencelock_test\""
+            local pg=127.0.0.1:${PORT[postgres]}
+            echo "export FENCELOCK_TEST_POSTGRES=\"postgres://postgres@$pg/fencelock_test\""
+            echo "export FENCELOCK_TEST_POSTGRES_TLS=\"postgres://fencelock_tls:pg-tls-pw@$pg/fencelock_tls\""
+            echo "export FENCELOCK_TEST_POSTGRES_CERT=\"postgres://fencelock-client@$pg/fencelock_cert\""
         fi
         if wants mysql; then
             local my=127.0.0.1:${PORT[mysql]}/fencelock_test
@@ -766,7 +842,7 @@ do_start() {
     wants redis && instances+=(redis "${REDIS_TLS_NODES[@]}")
     wants redlock && instances+=(redlock1 redlock2 redlock3 "${REDLOCK_TLS_NODES[@]}")
     wants redis-cluster && instances+=("${CLUSTER_NODES[@]}" "${CLUSTER_TLS_NODES[@]}")
-    wants etcd && instances+=(etcd)
+    wants etcd && instances+=(etcd etcd-tls)
     wants zk && instances+=(zk)
     wants etcd-cluster && instances+=(etcd-cluster)
     wants zk-ensemble && instances+=(zk-ensemble)
@@ -775,6 +851,7 @@ do_start() {
     for name in "${instances[@]}"; do "launch_$(kind_of "$name")" "$name"; done
     for name in "${instances[@]}"; do await "$name"; done
     if wants redis-cluster; then finish_cluster; fi
+    if wants etcd; then finish_etcd_tls; fi
     if wants postgres; then finish_postgres; fi
     if wants mysql; then finish_mysql; fi
     write_env

@@ -1,4 +1,5 @@
-//! `etcd://[user:password@]h1:2379,h2:2379`: the algorithm and wire layout of etcd's `concurrency.Mutex`, so
+//! `etcd://[user:password@]h1:2379,h2:2379`, over TLS as `etcd+https://…` or `etcd://…?tls=true` (with `ca=`,
+//! `cert=`, `key=`, DESIGN.md §8): the algorithm and wire layout of etcd's `concurrency.Mutex`, so
 //! `etcdctl lock <name>`, Go's `concurrency.Mutex` and fencelock exclude each other.
 //!
 //! - Each waiter writes one key, `<name>/<lease id in hex>`, empty, attached to its client's lease for that TTL
@@ -22,6 +23,7 @@ mod attempt;
 mod deletes;
 mod ops;
 mod rpc;
+mod secure;
 mod session;
 
 use std::sync::Arc;
@@ -30,15 +32,19 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fencelock_proto::mvccpb::event::EventType;
 use tonic::Code;
+use url::form_urlencoded;
 
 use self::attempt::EtcdAttempt;
 use self::deletes::{Deletes, delete_own};
-use self::rpc::{EtcdError, Rpc, Settings, describe};
+use self::rpc::{Credentials, EtcdError, Rpc, Settings, describe};
+use self::secure::{causes, tls_config};
 use self::session::{KeptLease, KeptLeases, Refresh};
+use super::tls::TlsFiles;
 use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held};
 use super::{decode_register, encode_register, parse_hosts, redact};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
+use crate::redact::userinfo_end;
 use crate::tasks::Tasks;
 
 /// The port of an etcd host that names none.
@@ -56,25 +62,70 @@ pub(crate) async fn connect(url: &str, opts: &ClientOptions, tasks: &Tasks) -> R
 #[derive(Debug, PartialEq, Eq)]
 struct Target {
     endpoints: Vec<String>,
-    user: Option<(String, String)>,
+    user: Option<Credentials>,
+    /// The certificate files when TLS is on (`etcd+https://` or `?tls=true`).
+    tls: Option<TlsFiles>,
 }
 
 fn parse_url(url: &str) -> Result<Target> {
     let shown = redact(url);
     let bad = |what: &str| {
-        Error::invalid(format!("URL {shown:?}: {what}; expected etcd://[user:password@]host:port[,host:port…]"))
+        Error::invalid(format!(
+            "URL {shown:?}: {what}; expected etcd://[user:password@]host:port[,host:port…][?tls=true&ca=…&cert=…&key=…]"
+        ))
     };
-    let rest = url.split_once("://").map(|(_, r)| r).ok_or_else(|| bad("no //"))?;
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no //"))?;
+    // The query begins after the user-info, whose password may hold a `?` (and a query value may hold a `@`).
+    let after_auth = userinfo_end(rest).map_or(0, |i| i + 1);
+    let (rest, query) = match rest[after_auth..].find('?') {
+        Some(i) => (&rest[..after_auth + i], &rest[after_auth + i + 1..]),
+        None => (rest, ""),
+    };
+    let (files, others) = TlsFiles::take(form_urlencoded::parse(query.as_bytes()).into_owned().collect());
+    let https = scheme.eq_ignore_ascii_case("etcd+https");
+    let mut tls = https;
+    for (name, value) in others {
+        match (name.as_str(), value.as_str()) {
+            ("tls", "true" | "1") => tls = true,
+            ("tls", "false" | "0") if !https => tls = false,
+            ("tls", "false" | "0") => return Err(bad("tls=false contradicts etcd+https://")),
+            ("tls", other) => return Err(bad(&format!("tls={other:?} is neither true nor false"))),
+            (other, _) => return Err(bad(&format!("unknown parameter {other:?}"))),
+        }
+    }
+    files.require_tls(tls, &shown, "use etcd+https:// or tls=true")?;
     let rest = rest.trim_end_matches('/');
     let (user, hosts) = match rest.rsplit_once('@') {
         Some((auth, hosts)) => {
             let (u, p) = auth.split_once(':').ok_or_else(|| bad("credentials need user:password"))?;
-            (Some((u.to_string(), p.to_string())), hosts)
+            (Some(Credentials { name: u.to_string(), password: p.to_string() }), hosts)
         }
         None => (None, rest),
     };
-    let endpoints = parse_hosts(hosts, ETCD_PORT).map_err(|e| bad(&e))?.iter().map(|h| format!("http://{h}")).collect();
-    Ok(Target { endpoints, user })
+    let http = if tls { "https" } else { "http" };
+    let endpoints =
+        parse_hosts(hosts, ETCD_PORT).map_err(|e| bad(&e))?.iter().map(|h| format!("{http}://{h}")).collect();
+    Ok(Target { endpoints, user, tls: tls.then_some(files) })
+}
+
+/// The error for a first request that failed with `e`: final for refused credentials and TLS, else `Unavailable`.
+async fn connect_error(e: EtcdError, target: &Target, shown: &str, within: Duration) -> Error {
+    match e.code() {
+        // Wrong or missing credentials, or a user without rights: retrying will not help.
+        Code::InvalidArgument | Code::Unauthenticated => {
+            return Error::invalid(format!("authentication failed for {shown}: {}", e.message()));
+        }
+        Code::PermissionDenied => return Error::invalid(format!("{shown}: etcd refused access: {}", e.message())),
+        _ => {}
+    }
+    let refused = match &target.tls {
+        Some(files) => secure::refusal(&e, &target.endpoints, files, shown, within).await,
+        None => secure::tls_expected(&target.endpoints, shown, within).await,
+    };
+    if let Some(refused) = refused {
+        return refused;
+    }
+    Error::unavailable(format!("{shown}: cannot connect: {}", causes(&e)))
 }
 
 fn key_of(name: &str, lease: i64) -> String {
@@ -113,21 +164,23 @@ impl EtcdBackend {
         let settings = Settings {
             connect_timeout: opts.connect_timeout,
             request_timeout: opts.request_timeout,
-            user: target.user,
+            user: target.user.clone(),
+            tls: target.tls.as_ref().map(|files| tls_config(files, &shown)).transpose()?,
         };
-        let rpc = Arc::new(Rpc::new(target.endpoints, settings).map_err(|e| Error::invalid(format!("{shown}: {e}")))?);
+        let rpc = Arc::new(
+            Rpc::new(target.endpoints.clone(), settings).map_err(|e| Error::invalid(format!("{shown}: {e}")))?,
+        );
         // Channels connect lazily: one read proves an endpoint answers (the first listed that does).
+        let deadline = tokio::time::Instant::now() + opts.connect_timeout;
         let connecting = rpc.range_within(opts.connect_timeout, ops::count("fencelock/"));
-        tokio::time::timeout(opts.connect_timeout, connecting)
+        let answered = tokio::time::timeout(opts.connect_timeout, connecting)
             .await
-            .map_err(|_| unavailable(format!("no answer within {:?}", opts.connect_timeout)))?
-            .map_err(|e| match e.code() {
-                // Wrong or missing credentials, or a user without rights: retrying will not help.
-                Code::InvalidArgument | Code::PermissionDenied | Code::Unauthenticated => {
-                    Error::invalid(format!("{shown}: etcd refused the credentials: {}", e.message()))
-                }
-                _ => unavailable(format!("cannot connect: {}", describe(&e))),
-            })?;
+            .map_err(|_| unavailable(format!("no answer within {:?}", opts.connect_timeout)))?;
+        if let Err(e) = answered {
+            // What is left of the connect timeout bounds the diagnosis.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            return Err(connect_error(e, &target, &shown, left).await);
+        }
         Ok(EtcdBackend {
             leases: KeptLeases::new(rpc.clone()),
             rpc,
@@ -309,5 +362,46 @@ impl Backend for EtcdBackend {
 
     async fn close(&self) {
         self.leases.revoke_all().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_by_scheme_or_parameter_and_files_only_with_it() {
+        let t = parse_url("etcd+https://u:p?w@a,b:7?ca=%2Fca.pem").unwrap();
+        assert_eq!(t.endpoints, ["https://a:2379", "https://b:7"]);
+        assert_eq!(t.user, Some(Credentials { name: "u".into(), password: "p?w".into() }));
+        assert_eq!(t.tls.unwrap().ca.as_deref(), Some("/ca.pem"));
+        let t = parse_url("etcd://h?tls=true").unwrap();
+        assert_eq!((t.endpoints, t.tls), (vec!["https://h:2379".to_string()], Some(TlsFiles::default())));
+        assert_eq!(parse_url("etcd://h").unwrap().tls, None);
+        let t = parse_url("etcd://u:p@h?tls=true&ca=/a@b.pem").unwrap();
+        assert_eq!((t.endpoints, t.tls.unwrap().ca), (vec!["https://h:2379".to_string()], Some("/a@b.pem".into())));
+        for (url, says) in [
+            ("etcd://h?ca=/ca.pem", "ca= given but TLS is off"),
+            ("etcd+https://h?tls=false", "contradicts"),
+            ("etcd://h?tls=yes", "neither true nor false"),
+            ("etcd://h?sslmode=require", "unknown parameter \"sslmode\""),
+        ] {
+            let e = parse_url(url).unwrap_err();
+            assert!(e.message().contains(says), "{url}: {e}");
+        }
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let t = parse_url("etcd://root:pa/ss-9@h").unwrap();
+        let settings = Settings {
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+            user: t.user.clone(),
+            tls: Some(tonic::transport::ClientTlsConfig::new()),
+        };
+        for shown in [format!("{t:?}"), format!("{settings:?}")] {
+            assert!(!shown.contains("pa/ss-9") && shown.contains("root"), "{shown}");
+        }
     }
 }

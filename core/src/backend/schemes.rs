@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::tasks::Tasks;
 
-const SCHEMES: &str = "sqlite:, postgres://, mysql://, mariadb://, redis://, rediss://, redis+cluster://, redlock://, etcd://, zk://, memory://";
+const SCHEMES: &str = "sqlite:, postgres://, mysql://, mariadb://, redis://, rediss://, redis+cluster://, redlock://, etcd://, etcd+https://, zk://, memory://";
 
 /// Splits `scheme:rest`, lower-casing the scheme.
 fn scheme_of(url: &str) -> Result<(String, &str)> {
@@ -63,7 +63,7 @@ async fn open_scheme(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<A
         "memory" => Arc::new(MemoryBackend::named(rest.trim_start_matches('/'))),
         "redis+cluster" => super::redis_cluster::connect(url, opts).await?,
         "redlock" => super::redlock::connect(url, opts).await?,
-        "etcd" => super::etcd::connect(url, opts, tasks).await?,
+        "etcd" | "etcd+https" => super::etcd::connect(url, opts, tasks).await?,
         "zk" => super::zookeeper::connect(url, opts).await?,
         "postgres" | "postgresql" => super::sql::postgres::connect(url, opts).await?,
         "mysql" | "mariadb" => super::sql::mysql::connect(url, opts).await?,

@@ -8,4 +8,5 @@ pub use services::{service_url, skipped, unique};
 pub mod etcd_raw;
 pub mod members;
 pub mod redis_tls;
+pub mod secured;
 pub mod sql;

@@ -7,7 +7,9 @@
 //! move on. (A balanced channel over every endpoint, as etcd-client has, keeps sending to a dead member.)
 //!
 //! With credentials, each endpoint authenticates on first use and sends the token in the `token` metadata; a token
-//! the server no longer accepts (expired, or the member restarted) is replaced once per request.
+//! the server no longer accepts (expired, the member restarted, or older than a change to users and roles) is
+//! replaced once per request. With TLS, every
+//! channel uses the same tonic TLS configuration (rustls with ring; the roots and identity of `backend/tls.rs`).
 
 use std::fmt;
 use std::future::Future;
@@ -25,18 +27,45 @@ use futures::{StreamExt, stream};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tonic::metadata::AsciiMetadataValue;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status, Streaming};
 
 /// What a request to etcd fails with: a gRPC status (connection failures arrive as UNAVAILABLE).
 pub(super) type EtcdError = Status;
 
 /// How the channels connect and time out.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(super) struct Settings {
     pub(super) connect_timeout: Duration,
     pub(super) request_timeout: Duration,
-    pub(super) user: Option<(String, String)>,
+    pub(super) user: Option<Credentials>,
+    /// TLS for every endpoint (`https://` ones), or none.
+    pub(super) tls: Option<ClientTlsConfig>,
+}
+
+impl fmt::Debug for Settings {
+    // Neither the password nor the client key (which tonic's TLS configuration would print) is shown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("user", &self.user)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+/// An etcd user and password, for etcd's Authenticate call.
+#[derive(Clone, PartialEq, Eq)]
+pub(super) struct Credentials {
+    pub(super) name: String,
+    pub(super) password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials").field("name", &self.name).field("password", &"***").finish()
+    }
 }
 
 /// The endpoints of one backend and the one requests go to first.
@@ -45,7 +74,7 @@ pub(super) struct Rpc {
     channels: Vec<Channel>,
     /// Each endpoint's auth token, fetched on first use when there are credentials.
     tokens: Vec<Mutex<Option<AsciiMetadataValue>>>,
-    user: Option<(String, String)>,
+    user: Option<Credentials>,
     preferred: AtomicUsize,
     request_timeout: Duration,
 }
@@ -76,12 +105,17 @@ enum Failure {
     Application,
 }
 
+/// etcd's ErrGRPCAuthOldRevision, which comes as INVALID_ARGUMENT.
+const AUTH_OLD_REVISION: &str = "revision of auth store is old";
+
 fn failure(e: &Status) -> Failure {
     match e.code() {
         // UNKNOWN: what tonic makes of an HTTP/2 or I/O error it cannot name; etcd itself does not send it.
         Code::Unavailable | Code::Unknown => Failure::Transport,
         Code::DeadlineExceeded | Code::Cancelled => Failure::Timeout,
         Code::Unauthenticated => Failure::Unauthenticated,
+        // A token from before any change to users or roles: etcd refuses it for writes until it is replaced.
+        Code::InvalidArgument if e.message().contains(AUTH_OLD_REVISION) => Failure::Unauthenticated,
         _ => Failure::Application,
     }
 }
@@ -108,11 +142,15 @@ pub(super) struct KeepAlive {
 }
 
 impl Rpc {
-    /// Lazy channels to `endpoints` (`http://host:port`): nothing connects until the first request.
+    /// Lazy channels to `endpoints` (`http://host:port`, or `https://` with `settings.tls`): nothing connects until
+    /// the first request.
     pub(super) fn new(endpoints: Vec<String>, settings: Settings) -> Result<Self, String> {
         let mut channels = Vec::new();
         for url in &endpoints {
-            let endpoint = Endpoint::from_shared(url.clone()).map_err(|e| format!("bad endpoint {url:?}: {e}"))?;
+            let mut endpoint = Endpoint::from_shared(url.clone()).map_err(|e| format!("bad endpoint {url:?}: {e}"))?;
+            if let Some(tls) = &settings.tls {
+                endpoint = endpoint.tls_config(tls.clone()).map_err(|e| format!("TLS for {url:?}: {e}"))?;
+            }
             let endpoint = endpoint
                 .connect_timeout(settings.connect_timeout)
                 // Until the response headers: a stream's later messages are not timed.
@@ -136,12 +174,12 @@ impl Rpc {
     /// token the server refused, replaced by a new one.
     async fn conn(&self, i: usize, stale: Option<&AsciiMetadataValue>) -> Result<Conn, Status> {
         let channel = self.channels[i].clone();
-        let Some((name, password)) = &self.user else { return Ok(EtcdConn::new(channel)) };
+        let Some(user) = &self.user else { return Ok(EtcdConn::new(channel)) };
         let mut known = self.tokens[i].lock().await;
         match known.as_ref() {
             Some(token) if Some(token) != stale => Ok(EtcdConn { channel, token: Some(token.clone()) }),
             _ => {
-                let conn = EtcdConn::authenticate(channel, name, password).await?;
+                let conn = EtcdConn::authenticate(channel, &user.name, &user.password).await?;
                 known.clone_from(&conn.token);
                 Ok(conn)
             }

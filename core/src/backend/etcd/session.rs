@@ -229,7 +229,7 @@ mod tests {
         let url = format!("http://{}", refused.local_addr().unwrap());
         drop(refused); // nothing listens there now: every connect is refused at once
         let ms = Duration::from_millis;
-        let settings = Settings { connect_timeout: ms(200), request_timeout: ms(200), user: None };
+        let settings = Settings { connect_timeout: ms(200), request_timeout: ms(200), user: None, tls: None };
         let rpc = Arc::new(Rpc::new(vec![url], settings).unwrap());
         let beat = Arc::new(Beat { acked: watch::Sender::new(Some(Instant::now())), poke: Notify::new() });
         let period = ms(100); // a 300 ms lease

@@ -9,6 +9,11 @@
 //!
 //! Commands share one connection rather than a pool: tokio-postgres pipelines concurrent queries on it, and every
 //! statement here is a short autocommit one on one row, so more connections would add server processes, not speed.
+//!
+//! TLS (`sslmode=`, `ca=`, `cert=`, `key=`: see `postgres/ssl.rs`) is the same on both connections. A password the
+//! server refuses (SQLSTATE class 28) is `InvalidArgument`: no retry fixes it.
+
+mod ssl;
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,18 +24,19 @@ use async_trait::async_trait;
 use md5::{Digest, Md5};
 use tokio::sync::Mutex as AsyncMutex;
 use tokio::time::Instant;
-use tokio_postgres::config::{Host, SslMode};
-use tokio_postgres::tls::NoTlsStream;
+use tokio_postgres::config::Host;
 use tokio_postgres::types::FromSqlOwned;
-use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socket, Statement};
+use tokio_postgres::{AsyncMessage, Client, Config, Connection, Row, Socket, Statement};
+
+use self::ssl::{MakeRustls, RustlsStream};
 
 use super::{POSTGRES, holder_ttl, lock_info, micros, stored_token};
 use crate::backend::record::{RecordAttempt, Records};
-use crate::backend::redact;
 use crate::backend::waiters::{Channels, Listen, Subscription, wait_notified};
 use crate::backend::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
 };
+use crate::backend::{redact, tls};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
 
@@ -177,7 +183,7 @@ impl Listen for Listener {
 }
 
 /// Reads the listening connection's messages and wakes the channels they name, until the connection ends.
-async fn dispatch(mut conn: Connection<Socket, NoTlsStream>, channels: Weak<Channels>) {
+async fn dispatch(mut conn: Connection<Socket, Stream>, channels: Weak<Channels>) {
     while let Some(Ok(message)) = std::future::poll_fn(|cx| conn.poll_message(cx)).await {
         if let (AsyncMessage::Notification(n), Some(c)) = (message, channels.upgrade()) {
             c.wake(n.channel());
@@ -189,10 +195,14 @@ async fn dispatch(mut conn: Connection<Socket, NoTlsStream>, channels: Weak<Chan
     }
 }
 
+/// A connection's stream when TLS is on (tokio-postgres carries a plaintext one under the same type).
+type Stream = RustlsStream<Socket>;
+
 /// The PostgreSQL backend.
 #[derive(Debug)]
 pub(crate) struct PostgresBackend {
     config: Config,
+    tls: MakeRustls,
     url: String,
     opts: ClientOptions,
     session: AsyncMutex<Option<Arc<PreparedConn>>>,
@@ -222,22 +232,22 @@ where
 
 impl PostgresBackend {
     async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
-        let mut config = Config::from_str(url).map_err(|e| match crate::backend::bad_port(url) {
+        let split = ssl::split(url)?;
+        let mut config = Config::from_str(&split.url).map_err(|e| match crate::backend::bad_port(url) {
             Some(port) => Error::invalid(format!("URL {:?}: {port}", redact(url))),
             None => Error::invalid(format!("URL {:?}: {e}", redact(url))),
         })?;
-        let shown = describe(&config);
+        let mut shown = describe(&config);
+        if split.mode != ssl::Mode::Prefer {
+            shown = format!("{shown}?sslmode={}", split.mode.name());
+        }
         if config.get_hosts().is_empty() {
             return Err(Error::invalid(format!("URL {:?} names no host", redact(url))));
         }
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!("{shown}: sslmode=require, but TLS is not built in"),
-            ));
-        }
+        config.ssl_mode(split.mode.negotiation());
         config.connect_timeout(opts.connect_timeout);
         let backend = PostgresBackend {
+            tls: ssl::connector(split.mode, &split.files, &shown)?,
             config,
             url: shown,
             opts: opts.clone(),
@@ -263,16 +273,39 @@ impl PostgresBackend {
     }
 
     /// A new connection within the connect timeout; its `Connection` half must be driven by the caller.
-    async fn open_connection(&self) -> Result<(Client, Connection<Socket, NoTlsStream>)> {
+    async fn open_connection(&self) -> Result<(Client, Connection<Socket, Stream>)> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::new(ErrorKind::Closed, format!("{}: the client was closed", self.url)));
         }
-        tokio::time::timeout(self.opts.connect_timeout, self.config.connect(NoTls))
+        tokio::time::timeout(self.opts.connect_timeout, self.config.connect(self.tls.clone()))
             .await
             .map_err(|_| {
                 Error::unavailable(format!("{}: no connection within {:?}", self.url, self.opts.connect_timeout))
             })?
-            .map_err(|e| Error::unavailable(format!("{}: cannot connect: {e}", self.url)))
+            .map_err(|e| self.connect_err(e))
+    }
+
+    /// Maps a failed connect: refused credentials and TLS mismatches are the caller's to fix, the rest may pass.
+    fn connect_err(&self, e: tokio_postgres::Error) -> Error {
+        // The driver's own text names only the kind ("invalid configuration"); its source says what.
+        let text = match std::error::Error::source(&e).map(|s| s.to_string()) {
+            Some(why) if !e.to_string().contains(&why) => format!("{e}: {why}"),
+            _ => e.to_string(),
+        };
+        // SQLSTATE class 28: invalid_authorization_specification (pg_hba.conf refused) and invalid_password.
+        if let Some(db) = e.as_db_error().filter(|db| db.code().code().starts_with("28")) {
+            return Error::invalid(format!("authentication failed for {}: {}", self.url, db.message()));
+        }
+        if text.contains("password missing") {
+            return Error::invalid(format!("authentication failed for {}: the server asks for a password", self.url));
+        }
+        if tls::is_refusal(&e) {
+            return tls::refused(&self.url, &text);
+        }
+        if text.contains("server does not support TLS") {
+            return Error::invalid(format!("{}: the server does not offer TLS, which sslmode= requires", self.url));
+        }
+        Error::unavailable(format!("{}: cannot connect: {text}", self.url))
     }
 
     async fn open_session(&self) -> Result<PreparedConn> {
