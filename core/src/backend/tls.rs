@@ -9,7 +9,7 @@ use std::sync::Arc;
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 
 use crate::error::{Error, Result};
@@ -185,6 +185,49 @@ pub(crate) fn is_refusal(e: &(dyn std::error::Error + 'static)) -> bool {
         next = e.source();
     }
     false
+}
+
+/// An error of [`probe`]: rustls' verdict (a `rustls::Error`) or the network's.
+pub(crate) type ProbeError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One TLS handshake of our own with `host:port`, then `hello` and one read: for drivers that report a refused
+/// handshake only as a lost connection. With TLS 1.3 a server judges the client's certificate after the client has
+/// finished, and refuses it by an alert in place of its first record, so the verdict is that read. `Ok` means the
+/// server accepted us; the connection is dropped either way. The caller bounds the time.
+pub(crate) async fn probe(
+    config: Arc<ClientConfig>,
+    host: &str,
+    port: u16,
+    hello: &[u8],
+) -> std::result::Result<(), ProbeError> {
+    use std::io::Write;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let mut tls = rustls::ClientConnection::new(config, ServerName::try_from(host.to_string())?)?;
+    let mut tcp = tokio::net::TcpStream::connect((host, port)).await?;
+    let mut buf = vec![0; 16 * 1024];
+    let mut sent = false;
+    loop {
+        if !tls.is_handshaking() {
+            if sent {
+                return Ok(());
+            }
+            tls.writer().write_all(hello)?;
+            sent = true;
+        }
+        while tls.wants_write() {
+            let mut out = Vec::new();
+            tls.write_tls(&mut out)?;
+            tcp.write_all(&out).await?;
+        }
+        let n = tcp.read(&mut buf).await?;
+        if n == 0 {
+            return Err("the server closed the connection".into());
+        }
+        tls.read_tls(&mut &buf[..n])?;
+        tls.process_new_packets()?;
+    }
 }
 
 /// The error for a refused handshake: `INVALID_ARGUMENT`, naming what to check.

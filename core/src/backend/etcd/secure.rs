@@ -4,11 +4,9 @@
 //! only after a connect failed, finds the server's alert and turns it into a clear, final error. The same probe
 //! tells a plaintext URL that it reached a TLS server.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::pki_types::ServerName;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::timeout;
 use tonic::Status;
 use tonic::transport::{ClientTlsConfig, Identity};
@@ -55,7 +53,7 @@ pub(super) async fn refusal(
         return Some(tls::refused(shown, causes(e)));
     }
     match probe(endpoints.first()?.strip_prefix("https://")?, files, shown, within).await? {
-        Err(io) if tls::is_refusal(&io) => Some(tls::refused(shown, io)),
+        Err(e) if tls::is_refusal(&*e) => Some(tls::refused(shown, e)),
         _ => None,
     }
 }
@@ -65,10 +63,9 @@ pub(super) async fn refusal(
 pub(super) async fn tls_expected(endpoints: &[String], shown: &str, within: Duration) -> Option<Error> {
     let endpoint = endpoints.first()?.strip_prefix("http://")?;
     let speaks_tls = match probe(endpoint, &TlsFiles::default(), shown, within).await? {
-        Ok(_) => true,
-        Err(io) => io
-            .get_ref()
-            .and_then(|e| e.downcast_ref::<rustls::Error>())
+        Ok(()) => true,
+        Err(e) => e
+            .downcast_ref::<rustls::Error>()
             .is_some_and(|e| matches!(e, rustls::Error::InvalidCertificate(_) | rustls::Error::AlertReceived(_))),
     };
     speaks_tls.then(|| {
@@ -78,19 +75,12 @@ pub(super) async fn tls_expected(endpoints: &[String], shown: &str, within: Dura
     })
 }
 
-/// A TLS handshake with `host:port` and the first read after an HTTP/2 preface, within `within` (`None`: no answer,
-/// or no configuration to try with).
-async fn probe(endpoint: &str, files: &TlsFiles, shown: &str, within: Duration) -> Option<std::io::Result<usize>> {
+/// [`tls::probe`] of `host:port` as an HTTP/2 client would speak (the server's verdict on our certificate is the
+/// first thing it sends after the preface), within `within` (`None`: no answer, or no configuration to try with).
+async fn probe(endpoint: &str, files: &TlsFiles, shown: &str, within: Duration) -> Option<Result<(), tls::ProbeError>> {
     let mut config = files.client_config(shown).ok()?;
     config.alpn_protocols = vec![b"h2".to_vec()];
-    let host = endpoint.rsplit_once(':')?.0.trim_start_matches('[').trim_end_matches(']');
-    let name = ServerName::try_from(host.to_string()).ok()?;
-    let handshake = async {
-        let tcp = TcpStream::connect(endpoint).await?;
-        let mut stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)).connect(name, tcp).await?;
-        // Speak as an HTTP/2 client would: the server's verdict on our certificate is the first thing it sends.
-        stream.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await?;
-        stream.read(&mut [0; 1]).await
-    };
-    timeout(within, handshake).await.ok()
+    let (host, port) = endpoint.rsplit_once(':')?;
+    let port = port.parse().ok()?;
+    timeout(within, tls::probe(Arc::new(config), host, port, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")).await.ok()
 }

@@ -8,14 +8,11 @@ use std::time::Duration;
 
 use rustls::ClientConfig;
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use zookeeper_client as zk;
 
 use crate::backend::Host;
 use crate::backend::tls::{self, TlsFiles};
 use crate::error::{Error, Result};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The TLS set-up of one client.
 #[derive(Debug)]
@@ -65,41 +62,14 @@ impl Secure {
     /// `bound`), as `INVALID_ARGUMENT`; `None` if none refused (the servers are down or unreachable).
     pub(super) async fn refusal(&self, hosts: &[Host], bound: Duration, shown: &str) -> Option<Error> {
         for host in hosts {
-            if let Ok(Err(e)) = tokio::time::timeout(bound, handshake(self.config.clone(), host)).await
+            if let Ok(Err(e)) =
+                tokio::time::timeout(bound, tls::probe(self.config.clone(), &host.name, host.port, b"")).await
                 && tls::is_refusal(&*e)
             {
                 return Some(tls::refused(shown, format!("{host}: {e}")));
             }
         }
         None
-    }
-}
-
-/// One TLS handshake with `host`, then one read: with TLS 1.3 a server refuses a client certificate only after the
-/// client has finished, by an alert in place of its first record. The connection is dropped after that.
-async fn handshake(config: Arc<ClientConfig>, host: &Host) -> std::result::Result<(), BoxError> {
-    let mut tls = rustls::ClientConnection::new(config, server_name(host)?)?;
-    let mut tcp = tokio::net::TcpStream::connect((unbracketed(host), host.port)).await?;
-    let mut buf = vec![0; 16 * 1024];
-    let mut read_after = false;
-    loop {
-        while tls.wants_write() {
-            let mut out = Vec::new();
-            tls.write_tls(&mut out)?;
-            tcp.write_all(&out).await?;
-        }
-        if !tls.is_handshaking() {
-            if read_after {
-                return Ok(());
-            }
-            read_after = true;
-        }
-        let n = tcp.read(&mut buf).await?;
-        if n == 0 {
-            return Err("the server closed the connection".into());
-        }
-        tls.read_tls(&mut &buf[..n])?;
-        tls.process_new_packets()?;
     }
 }
 
