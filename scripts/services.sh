@@ -25,7 +25,8 @@
 #   FENCELOCK_TEST_ZK_TLS (the same ZooKeeper's secureClientPort, which requires a client certificate of the test
 #   CA: a zk://…?tls=true URL with ca=, cert= and key= of the test PKI; digest auth needs no server set-up),
 #   FENCELOCK_TEST_MYSQL (root, no password), FENCELOCK_TEST_MYSQL_AUTH (user fencelock, password fencelock-pw),
-#   FENCELOCK_TEST_MYSQL_TLS (a user the server admits over TLS only),
+#   FENCELOCK_TEST_MYSQL_TLS (a user the server admits over TLS only), FENCELOCK_TEST_MYSQL_X509 (one it admits
+#   only with a client certificate the test CA signed),
 #   FENCELOCK_TEST_ETCD_CLUSTER and FENCELOCK_TEST_ZK_ENSEMBLE (three members each; with _PORTS, _PIDS, and the
 #   _PIDFILE and _RESTART paths of member N: see "etcd cluster and ZooKeeper ensemble" below).
 # Always, the test PKI (see make_certs): FENCELOCK_TEST_CA (the CA of every server's certificate, which is for
@@ -710,7 +711,9 @@ finish_mysql() {
         CREATE USER 'fencelock'@'%' IDENTIFIED BY 'fencelock-pw';
         GRANT ALL PRIVILEGES ON fencelock_test.* TO 'fencelock'@'%';
         CREATE USER 'fencelock_tls'@'%' IDENTIFIED BY 'tls-pw' REQUIRE SSL;
-        GRANT ALL PRIVILEGES ON fencelock_test.* TO 'fencelock_tls'@'%';" >>"$DIR/mysql.log" 2>&1 ||
+        GRANT ALL PRIVILEGES ON fencelock_test.* TO 'fencelock_tls'@'%';
+        CREATE USER 'fencelock_x509'@'%' IDENTIFIED BY 'x509-pw' REQUIRE X509;
+        GRANT ALL PRIVILEGES ON fencelock_test.* TO 'fencelock_x509'@'%';" >>"$DIR/mysql.log" 2>&1 ||
         die "could not create database fencelock_test and its users (see $DIR/mysql.log)"
 }
 
@@ -808,6 +811,7 @@ write_env() {
             echo "export FENCELOCK_TEST_MYSQL=\"mysql://root@$my\""
             echo "export FENCELOCK_TEST_MYSQL_AUTH=\"mysql://fencelock:fencelock-pw@$my\""
             echo "export FENCELOCK_TEST_MYSQL_TLS=\"mysql://fencelock_tls:tls-pw@$my\""
+            echo "export FENCELOCK_TEST_MYSQL_X509=\"mysql://fencelock_x509:x509-pw@$my\""
         fi
     } >"$tmp"
     mv "$tmp" "$DIR/env"

@@ -236,3 +236,35 @@ async fn tls_is_used_checked_and_required() {
     let err = Client::connect_with(&format!("{other_name}?ssl-mode=VERIFY_CA&ca={ca}"), &opts).await.unwrap_err();
     assert!(err.message().contains("cannot skip"), "{err}");
 }
+
+/// `FENCELOCK_TEST_MYSQL_X509` names a user made `REQUIRE X509`: admitted only with a client certificate the
+/// server's CA signed, given as `cert=` and `key=`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_is_presented_when_required() {
+    let Some(x509) = support::service_url("FENCELOCK_TEST_MYSQL_X509") else {
+        return;
+    };
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} with FENCELOCK_TEST_MYSQL_X509"));
+    let (ca, cert, key) =
+        (var("FENCELOCK_TEST_CA"), var("FENCELOCK_TEST_CLIENT_CERT"), var("FENCELOCK_TEST_CLIENT_KEY"));
+    let (rogue_cert, rogue_key) = (var("FENCELOCK_TEST_ROGUE_CERT"), var("FENCELOCK_TEST_ROGUE_KEY"));
+    let opts = ClientOptions::default().connect_timeout(Duration::from_secs(5));
+
+    let url = format!("{x509}?ca={ca}&cert={cert}&key={key}");
+    let client = Client::connect_with(&url, &opts).await.unwrap_or_else(|e| panic!("with the certificate: {e}"));
+    let name = format!("x509-{}", uuid::Uuid::new_v4().simple());
+    let lease = client.lock(&name, &LockOptions::default()).await.unwrap();
+    client.fence(&name).write(lease.fence(), b"with a certificate").await.unwrap();
+    lease.release().await.unwrap();
+    client.close().await;
+
+    // TLS without a certificate, and with one the wrong CA signed: refused for good, the password unsaid.
+    for (what, url) in [
+        ("no certificate", format!("{x509}?ca={ca}")),
+        ("a rogue certificate", format!("{x509}?ca={ca}&cert={rogue_cert}&key={rogue_key}")),
+    ] {
+        let err = Client::connect_with(&url, &opts).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{what}: {err}");
+        assert!(!err.retryable() && !err.message().contains("x509-pw"), "{what}: {err}");
+    }
+}

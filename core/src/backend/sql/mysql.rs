@@ -31,8 +31,8 @@
 //! poll interval (≤ 8 ms) with a single one.
 //!
 //! Connections come from a small pool: the protocol answers one statement at a time per connection, so concurrent
-//! renewals and acquires need a few. TLS is rustls (DESIGN.md §8), chosen with MySQL's own `ssl-mode=` values and a
-//! private CA in `ca=`; plaintext stays the default, as in every MySQL driver, and `PREFERRED` is refused because
+//! renewals and acquires need a few. TLS is rustls (DESIGN.md §8), chosen with MySQL's own `ssl-mode=` values, a
+//! private CA in `ca=` and a client certificate in `cert=` and `key=` (backend/tls.rs reads them); plaintext stays the default, as in every MySQL driver, and `PREFERRED` is refused because
 //! its silent fallback to plaintext is what a user who asked for TLS does not want.
 
 use std::sync::Arc;
@@ -40,10 +40,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, Row, SslOpts, params};
+use mysql_async::{
+    ClientIdentity, Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, Row, SslOpts, params,
+};
 
 use super::{holder_ttl, lock_info, micros, stored_token};
 use crate::backend::record::{RecordAttempt, Records};
+use crate::backend::tls::TlsFiles;
 use crate::backend::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
 };
@@ -201,21 +204,24 @@ impl SslMode {
         }
     }
 
-    /// The driver's TLS settings; `ca` is the path of a PEM file of trusted roots (else the built-in web roots).
-    fn driver_opts(self, ca: Option<&str>, shown: &str) -> Result<Option<SslOpts>> {
-        let mode = match (self, ca) {
-            (SslMode::Disabled, Some(_)) => {
-                return Err(Error::invalid(format!("{shown}: ca= given with ssl-mode=DISABLED")));
-            }
-            (SslMode::Disabled, None) => return Ok(None),
-            (SslMode::Required, Some(_)) => SslMode::VerifyCa,
-            (mode, _) => mode,
+    /// The driver's TLS settings from the files of `ca=` (trusted roots; else the built-in web roots) and `cert=`
+    /// with `key=` (a client certificate, for users made `REQUIRE X509`), checked and read now so that a bad file
+    /// is reported at connect, by parameter.
+    fn driver_opts(self, files: &TlsFiles, shown: &str) -> Result<Option<SslOpts>> {
+        files.require_tls(self != SslMode::Disabled, shown, "ssl-mode=DISABLED")?;
+        let mode = match self {
+            SslMode::Disabled => return Ok(None),
+            SslMode::Required if files.ca.is_some() => SslMode::VerifyCa,
+            mode => mode,
         };
+        let pem = files.read(shown)?;
+        pem.client_config(files, shown)?;
         let mut ssl = SslOpts::default();
-        if let Some(path) = ca {
-            let pem =
-                std::fs::read(path).map_err(|e| Error::invalid(format!("{shown}: ca={path:?} cannot be read: {e}")))?;
-            ssl = ssl.with_root_certs(vec![pem.into()]).with_disable_built_in_roots(true);
+        if let Some(ca) = pem.ca {
+            ssl = ssl.with_root_certs(vec![ca.into()]).with_disable_built_in_roots(true);
+        }
+        if let (Some(cert), Some(key)) = (pem.cert, pem.key) {
+            ssl = ssl.with_client_identity(Some(ClientIdentity::new(cert.into(), key.into())));
         }
         Ok(Some(match mode {
             SslMode::Required => ssl.with_danger_accept_invalid_certs(true),
@@ -247,28 +253,30 @@ fn unescape(value: &str) -> String {
 }
 
 /// Parses a `mysql://` or `mariadb://` URL into driver options and the URL to show (no password). fencelock's own
-/// parameters are `ssl-mode` and `ca`; the rest go to the driver, which refuses ones it does not know.
+/// parameters are `ssl-mode`, `ca`, `cert` and `key`; the rest go to the driver, which refuses ones it does not know.
 fn options(url: &str, opts: &ClientOptions) -> Result<(Opts, String, SslMode)> {
     let shown = super::super::redact(url);
     let rest = url.split_once("://").map(|(_, r)| r).unwrap_or_default();
     let (base, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let (mut mode, mut ca) = (None, None);
+    let (mut mode, mut files) = (None, TlsFiles::default());
     let mut passed = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
             "ssl-mode" | "ssl_mode" | "sslmode" => mode = Some(SslMode::parse(value, &shown)?),
-            "ca" | "ssl-ca" => ca = Some(unescape(value)),
+            "ca" | "ssl-ca" => files.ca = Some(unescape(value)),
+            "cert" | "ssl-cert" => files.cert = Some(unescape(value)),
+            "key" | "ssl-key" => files.key = Some(unescape(value)),
             "require_ssl" | "verify_ca" | "verify_identity" | "built_in_roots" => {
                 return Err(Error::invalid(format!("{shown}: {key}= is not used here: give ssl-mode= and ca=")));
             }
             _ => passed.push(pair),
         }
     }
-    // A CA alone asks for the strictest check.
-    let mode = mode.unwrap_or(if ca.is_some() { SslMode::VerifyIdentity } else { SslMode::Disabled });
-    let ssl = mode.driver_opts(ca.as_deref(), &shown)?;
-    let mode = if mode == SslMode::Required && ca.is_some() { SslMode::VerifyCa } else { mode };
+    // Files alone ask for the strictest check.
+    let mode = mode.unwrap_or(if files.any() { SslMode::VerifyIdentity } else { SslMode::Disabled });
+    let ssl = mode.driver_opts(&files, &shown)?;
+    let mode = if mode == SslMode::Required && files.ca.is_some() { SslMode::VerifyCa } else { mode };
     let driver_url =
         if passed.is_empty() { format!("mysql://{base}") } else { format!("mysql://{base}?{}", passed.join("&")) };
     let parsed = Opts::from_url(&driver_url).map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
@@ -603,6 +611,7 @@ mod tests {
             ("mysql://u:secret@h/db?ssl-mode=PREFERRED", "plaintext"),
             ("mysql://u:secret@h/db?ssl-mode=maybe", "VERIFY_IDENTITY"),
             ("mysql://u:secret@h/db?ssl-mode=DISABLED&ca=/x.pem", "DISABLED"),
+            ("mysql://u:secret@h/db?ssl-mode=REQUIRED&cert=/c.pem", "cert= and key= go together"),
             ("mysql://u:secret@h/db?ca=/nonexistent%20dir/ca.pem", "\"/nonexistent dir/ca.pem\" cannot be read"),
             ("mysql://u:secret@h/db?require_ssl=true", "ssl-mode="),
         ] {
