@@ -19,12 +19,16 @@
 //! |---|---|---|
 //! | `sqlite:PATH` (the embedded default) | a row per lock, upsert if free, expired or ours | polling |
 //! | `postgres://…` | the same table on the server clock | `LISTEN`/`NOTIFY` |
+//! | `mysql://…`, `mariadb://…` | the same table on the server clock | polling |
 //! | `redis://`, `rediss://` | Lua scripts on Redisson's RLock layout | pub/sub |
 //! | `redis+cluster://h1,h2,…` | the same scripts on a Redis Cluster, a lock's keys on one slot | sharded pub/sub |
 //! | `redlock://h1,h2,h3` | Redlock over independent instances, tokens raised on a majority | pub/sub |
-//! | `etcd://h1:2379,…` | etcd's `concurrency.Mutex` | watch of the predecessor |
-//! | `zk://h1:2181,…[/chroot]` | Curator's `InterProcessMutex` | watch of the predecessor |
+//! | `etcd://h1:2379,…`, `etcd+https://…` | etcd's `concurrency.Mutex` | watch of the predecessor |
+//! | `zk://[user:pass@]h1:2181,…[/chroot]` | Curator's `InterProcessMutex` | watch of the predecessor |
 //! | `memory://NAME` | in-process, for tests | notify |
+//!
+//! TLS and credentials are set in the URL alike on every backend (`rediss://`, `?tls=true`, `sslmode=`,
+//! `ssl-mode=`; `ca=`, `cert=`, `key=`; `user:pass@`): see the README's "TLS and authentication".
 //!
 //! See DESIGN.md for the algorithms and guarantees.
 
