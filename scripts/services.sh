@@ -129,6 +129,7 @@ wants() { [[ " ${SELECTED[*]} " == *" $1 "* ]]; }
 ensure_packages() {
     local missing=()
     command -v ss >/dev/null || missing+=(iproute2)
+    command -v openssl >/dev/null || missing+=(openssl) # the test PKI (make_certs), made on every start
     if wants redis || wants redlock || wants redis-cluster; then
         command -v redis-server >/dev/null || missing+=(redis-server)
         command -v redis-cli >/dev/null || missing+=(redis-tools)
@@ -146,7 +147,6 @@ ensure_packages() {
     # mariadbd is in /usr/sbin, which a user's PATH may lack; the package brings the client tools as well.
     if wants mysql; then
         [[ -x $MARIADBD ]] || missing+=(mariadb-server)
-        command -v openssl >/dev/null || missing+=(openssl) # the TLS tests' certificates
     fi
     ((${#missing[@]})) || return 0
 
