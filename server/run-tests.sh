@@ -132,8 +132,10 @@ suite() { # suite LABEL BACKEND-URL
     wait_for "$held" '^[0-9]+$' 15
     sdk_token=$(cat "$held")
     rc=0
-    out=$("$WORK/goclient" -endpoint "$ADDR" -name "$name" -ttl "$TTL" -mode hold -hold 10ms -wait 1s 2>/dev/null) || rc=$?
-    check "$label: the SDK's lock excludes a Go client (Lock gives up: exit $rc, $out)" test "$rc" = 3 -a "$out" = TIMEOUT
+    out=$("$WORK/goclient" -endpoint "$ADDR" -name "$name" -ttl "$TTL" -mode hold -hold 10ms -wait 1s \
+        2>"$WORK/$label-excluded.err") || rc=$?
+    check "$label: the SDK's lock excludes a Go client (Lock gives up: exit $rc, $out$(head -c 300 "$WORK/$label-excluded.err"))" \
+        test "$rc" = 3 -a "$out" = TIMEOUT
     "$WORK/goclient" -endpoint "$ADDR" -name "$name" -ttl "$TTL" -mode hold -hold 10ms >"$WORK/$label-go2.out" 2>&1 &
     local waiter=$!
     PIDS+=("$waiter")

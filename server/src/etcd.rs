@@ -17,7 +17,7 @@ use crate::proto::etcdserverpb::{
 use crate::proto::v3lockpb::lock_server::Lock;
 use crate::proto::v3lockpb::{LockRequest, LockResponse, UnlockRequest, UnlockResponse};
 use crate::registry::Registry;
-use crate::status::status;
+use crate::status::{caller_deadline, status};
 
 /// Constant ids in every header: there is one "member", and clients only compare them for equality.
 const CLUSTER_ID: u64 = 0xfe1c_e10c;
@@ -134,6 +134,7 @@ fn utf8(bytes: Vec<u8>, what: &str) -> Result<String, Status> {
 impl Lock for EtcdLocks {
     async fn lock(&self, req: Request<LockRequest>) -> Result<Response<LockResponse>, Status> {
         let caller = Identity::of(&req)?;
+        let deadline = caller_deadline(req.metadata());
         let req = req.into_inner();
         let name = utf8(req.name, "lock name")?;
         if req.lease == 0 {
@@ -142,7 +143,7 @@ impl Lock for EtcdLocks {
                 format!("lock {name:?}: a lease is required (grant one first)"),
             ));
         }
-        let (key, fence) = self.0.lock_for(req.lease, &name, &caller).await?;
+        let (key, fence) = self.0.lock_for(req.lease, &name, &caller, deadline).await?;
         Ok(Response::new(LockResponse { header: header(revision(fence)), key: key.into_bytes() }))
     }
 

@@ -17,7 +17,7 @@ use crate::proto::fencelock_v1::{
     WatchLostRequest,
 };
 use crate::registry::{NativeLease, Registry};
-use crate::status::{from_error, status};
+use crate::status::{caller_deadline, from_error, status};
 
 /// The `fencelock.v1.Locks` service.
 #[derive(Debug, Clone)]
@@ -35,9 +35,11 @@ fn granted(native: &NativeLease) -> LockResponse {
 impl NativeLocks {
     async fn acquire(&self, req: Request<LockRequest>, once: bool) -> Result<LockResponse, Status> {
         let caller = Identity::of(&req)?;
+        let deadline = caller_deadline(req.metadata());
         let req = req.into_inner();
         let ttl = ms(req.ttl_ms).unwrap_or(DEFAULT_TTL);
-        let timeout = if once { None } else { ms(req.timeout_ms) };
+        // The sooner of the request's own timeout and the caller's deadline.
+        let timeout = if once { None } else { ms(req.timeout_ms).into_iter().chain(deadline).min() };
         Ok(match self.0.lock_native(&req.name, ttl, timeout, once, caller).await? {
             Some(native) => granted(&native),
             None => LockResponse::default(),

@@ -60,3 +60,48 @@ mod tests {
         }
     }
 }
+
+/// The time left of the caller's deadline (its `grpc-timeout` header), less a margin. tonic answers a request
+/// whose deadline passed with `CANCELLED` ("Timeout expired"), where etcd answers `DEADLINE_EXCEEDED`, which is what
+/// etcd's clients check for; a wait bounded a little before tonic's timer ends with fencelockd's own
+/// `DEADLINE_EXCEEDED` instead. `None`: no deadline, or one that cannot be read.
+pub fn caller_deadline(metadata: &tonic::metadata::MetadataMap) -> Option<std::time::Duration> {
+    use std::time::Duration;
+    let value = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    let total = match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    };
+    Some(total.saturating_sub((total / 10).min(Duration::from_millis(50))))
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::caller_deadline;
+    use std::time::Duration;
+    use tonic::metadata::MetadataMap;
+
+    fn with(value: &str) -> Option<Duration> {
+        let mut m = MetadataMap::new();
+        m.insert("grpc-timeout", value.parse().unwrap());
+        caller_deadline(&m)
+    }
+
+    #[test]
+    fn reads_grpc_timeout_and_keeps_a_margin() {
+        assert_eq!(with("1000m"), Some(Duration::from_millis(950)));
+        assert_eq!(with("2S"), Some(Duration::from_millis(1950)));
+        assert_eq!(with("100000u"), Some(Duration::from_millis(90)));
+        assert_eq!(with("1H"), Some(Duration::from_secs(3600) - Duration::from_millis(50)));
+        assert_eq!(with("12x"), None);
+        assert_eq!(with("m"), None);
+        assert_eq!(caller_deadline(&MetadataMap::new()), None);
+    }
+}

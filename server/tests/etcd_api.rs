@@ -266,3 +266,24 @@ async fn max_leases_is_a_clear_resource_exhausted() {
     d.leases().lease_revoke(LeaseRevokeRequest { id: first }).await.unwrap();
     grant(&d, 30).await;
 }
+
+/// A Lock whose caller's deadline passes while it waits ends as etcd's does, `DEADLINE_EXCEEDED` (etcd's clients
+/// check for that code), not tonic's own `CANCELLED` ("Timeout expired"), and leaves no waiter behind.
+#[tokio::test]
+async fn a_lock_past_the_callers_deadline_is_deadline_exceeded() {
+    let d = Daemon::start(&support::sqlite(), &[]).await;
+    let sdk = d.sdk().await;
+    let name = unique("etcd-deadline");
+    let held = sdk.lock(&name, &LockOptions::default()).await.unwrap();
+    let lease = grant(&d, 10).await;
+    for timeout in [Duration::from_millis(300), Duration::from_millis(20)] {
+        let mut req = tonic::Request::new(LockRequest { name: name.as_bytes().to_vec(), lease });
+        req.set_timeout(timeout);
+        let started = Instant::now();
+        let e = within("Lock with a deadline", 10, d.locks().lock(req)).await.unwrap_err();
+        assert_eq!(e.code(), Code::DeadlineExceeded, "{timeout:?}: {e:?}");
+        assert!(started.elapsed() >= timeout.mul_f64(0.9), "{timeout:?}: it waited ({:?})", started.elapsed());
+        d.until_waiting(0).await;
+    }
+    held.release().await.unwrap();
+}
