@@ -17,7 +17,7 @@ use crate::proto::etcdserverpb::{
 use crate::proto::v3lockpb::lock_server::Lock;
 use crate::proto::v3lockpb::{LockRequest, LockResponse, UnlockRequest, UnlockResponse};
 use crate::registry::Registry;
-use crate::status::{caller_deadline, status};
+use crate::status::{before_deadline, caller_deadline, status};
 
 /// Constant ids in every header: there is one "member", and clients only compare them for equality.
 const CLUSTER_ID: u64 = 0xfe1c_e10c;
@@ -143,7 +143,7 @@ impl Lock for EtcdLocks {
                 format!("lock {name:?}: a lease is required (grant one first)"),
             ));
         }
-        let (key, fence) = self.0.lock_for(req.lease, &name, &caller, deadline).await?;
+        let (key, fence) = before_deadline(deadline, self.0.lock_for(req.lease, &name, &caller)).await?;
         Ok(Response::new(LockResponse { header: header(revision(fence)), key: key.into_bytes() }))
     }
 

@@ -17,7 +17,7 @@ use crate::proto::fencelock_v1::{
     WatchLostRequest,
 };
 use crate::registry::{NativeLease, Registry};
-use crate::status::{caller_deadline, from_error, status};
+use crate::status::{before_deadline, caller_deadline, from_error, status};
 
 /// The `fencelock.v1.Locks` service.
 #[derive(Debug, Clone)]
@@ -38,9 +38,8 @@ impl NativeLocks {
         let deadline = caller_deadline(req.metadata());
         let req = req.into_inner();
         let ttl = ms(req.ttl_ms).unwrap_or(DEFAULT_TTL);
-        // The sooner of the request's own timeout and the caller's deadline.
-        let timeout = if once { None } else { ms(req.timeout_ms).into_iter().chain(deadline).min() };
-        Ok(match self.0.lock_native(&req.name, ttl, timeout, once, caller).await? {
+        let timeout = if once { None } else { ms(req.timeout_ms) };
+        Ok(match before_deadline(deadline, self.0.lock_native(&req.name, ttl, timeout, once, caller)).await? {
             Some(native) => granted(&native),
             None => LockResponse::default(),
         })

@@ -428,25 +428,16 @@ impl Registry {
         Ok(())
     }
 
-    /// Takes lock `name` for `caller`'s etcd lease `id`, waiting while someone else holds it (at most `deadline`, then
-    /// `DEADLINE_EXCEEDED`); returns the key and the fence.
-    pub async fn lock_for(
-        self: &Arc<Self>,
-        id: i64,
-        name: &str,
-        caller: &Identity,
-        deadline: Option<Duration>,
-    ) -> Result<(String, u64), Status> {
+    /// Takes lock `name` for `caller`'s etcd lease `id`, waiting while someone else holds it; returns the key and the
+    /// fence.
+    pub async fn lock_for(self: &Arc<Self>, id: i64, name: &str, caller: &Identity) -> Result<(String, u64), Status> {
         let lease = self.etcd_lease(id, caller)?.ok_or_else(lease_not_found)?;
         if let Some(held) = lease.locks.lock().await.get(name) {
             return Ok((lease.key(name), held.lease.fence()));
         }
         // The backend TTL is the lease's, renewed by the watchdog while the lease lives; on a crash of fencelockd the
         // backend lock expires one TTL later, as the etcd lease would have.
-        let mut opts = LockOptions::default().ttl(lease.ttl).owner(format!("etcd-lease-{id:x}"));
-        if let Some(d) = deadline {
-            opts = opts.timeout(d);
-        }
+        let opts = LockOptions::default().ttl(lease.ttl).owner(format!("etcd-lease-{id:x}"));
         let waiting = Waiting::enter(&self.waiting, self.limits.max_waiters)?;
         let held = tokio::select! {
             r = self.client.lock(name, &opts) => r.map_err(from_error)?,

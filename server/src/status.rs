@@ -61,10 +61,8 @@ mod tests {
     }
 }
 
-/// The time left of the caller's deadline (its `grpc-timeout` header), less a margin. tonic answers a request
-/// whose deadline passed with `CANCELLED` ("Timeout expired"), where etcd answers `DEADLINE_EXCEEDED`, which is what
-/// etcd's clients check for; a wait bounded a little before tonic's timer ends with fencelockd's own
-/// `DEADLINE_EXCEEDED` instead. `None`: no deadline, or one that cannot be read.
+/// The time left of the caller's deadline (its `grpc-timeout` header), less a margin, for [`before_deadline`].
+/// `None`: no deadline, or one that cannot be read.
 pub fn caller_deadline(metadata: &tonic::metadata::MetadataMap) -> Option<std::time::Duration> {
     use std::time::Duration;
     let value = metadata.get("grpc-timeout")?.to_str().ok()?;
@@ -79,7 +77,23 @@ pub fn caller_deadline(metadata: &tonic::metadata::MetadataMap) -> Option<std::t
         "n" => Duration::from_nanos(n),
         _ => return None,
     };
-    Some(total.saturating_sub((total / 10).min(Duration::from_millis(50))))
+    Some(total.saturating_sub((total / 4).min(Duration::from_millis(50))))
+}
+
+/// `call`, ended with fencelockd's own `DEADLINE_EXCEEDED` once `deadline` passes. tonic answers a request whose
+/// `grpc-timeout` passed with `CANCELLED` ("Timeout expired"), where etcd answers `DEADLINE_EXCEEDED`, the code etcd's
+/// clients check for. tonic starts its timer when the request arrives, this one when the handler starts: the margin
+/// [`caller_deadline`] takes off (a quarter, at most 50 ms) covers the time between, and since tonic polls the call
+/// before its own timer, this one answers whenever it is due first. Dropping `call` is safe: an acquire in flight
+/// leaves nothing behind.
+pub async fn before_deadline<T>(
+    deadline: Option<std::time::Duration>,
+    call: impl std::future::Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    let Some(d) = deadline else { return call.await };
+    tokio::time::timeout(d, call).await.unwrap_or_else(|_| {
+        Err(status(ErrorKind::Timeout, format!("the caller's deadline passed while waiting (after {d:?})")))
+    })
 }
 
 #[cfg(test)]
@@ -98,7 +112,7 @@ mod deadline_tests {
     fn reads_grpc_timeout_and_keeps_a_margin() {
         assert_eq!(with("1000m"), Some(Duration::from_millis(950)));
         assert_eq!(with("2S"), Some(Duration::from_millis(1950)));
-        assert_eq!(with("100000u"), Some(Duration::from_millis(90)));
+        assert_eq!(with("100000u"), Some(Duration::from_millis(75)));
         assert_eq!(with("1H"), Some(Duration::from_secs(3600) - Duration::from_millis(50)));
         assert_eq!(with("12x"), None);
         assert_eq!(with("m"), None);

@@ -276,13 +276,13 @@ async fn a_lock_past_the_callers_deadline_is_deadline_exceeded() {
     let name = unique("etcd-deadline");
     let held = sdk.lock(&name, &LockOptions::default()).await.unwrap();
     let lease = grant(&d, 10).await;
-    for timeout in [Duration::from_millis(300), Duration::from_millis(20)] {
+    for timeout in [Duration::from_millis(300), Duration::from_millis(1000)] {
         let mut req = tonic::Request::new(LockRequest { name: name.as_bytes().to_vec(), lease });
         req.set_timeout(timeout);
         let started = Instant::now();
         let e = within("Lock with a deadline", 10, d.locks().lock(req)).await.unwrap_err();
         assert_eq!(e.code(), Code::DeadlineExceeded, "{timeout:?}: {e:?}");
-        assert!(started.elapsed() >= timeout.mul_f64(0.9), "{timeout:?}: it waited ({:?})", started.elapsed());
+        assert!(started.elapsed() >= timeout.mul_f64(0.7), "{timeout:?}: it waited ({:?})", started.elapsed());
         d.until_waiting(0).await;
     }
     held.release().await.unwrap();
