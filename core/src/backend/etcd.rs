@@ -86,10 +86,10 @@ fn parse_url(url: &str) -> Result<Target> {
     let mut tls = https;
     for (name, value) in others {
         match (name.as_str(), value.as_str()) {
-            ("tls", "true" | "1") => tls = true,
-            ("tls", "false" | "0") if !https => tls = false,
-            ("tls", "false" | "0") => return Err(bad("tls=false contradicts etcd+https://")),
-            ("tls", other) => return Err(bad(&format!("tls={other:?} is neither true nor false"))),
+            ("tls", value) => match (super::tls::flag(value, &shown)?, https) {
+                (false, true) => return Err(bad("tls=false contradicts etcd+https://")),
+                (on, _) => tls = on,
+            },
             (other, _) => return Err(bad(&format!("unknown parameter {other:?}"))),
         }
     }

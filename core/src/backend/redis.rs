@@ -26,7 +26,7 @@ use redis::{
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-pub(crate) use self::security::{Security, names, tls_flag};
+pub(crate) use self::security::{Security, names};
 use super::record::{RecordAttempt, Records};
 use super::redact;
 use super::waiters::{Channels, Listen, Subscription, wait_notified};

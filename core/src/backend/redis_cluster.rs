@@ -54,7 +54,7 @@ use redis::cluster_routing::Slot;
 use redis::{ErrorKind as RedisErrorKind, ProtocolVersion, PushInfo, RedisError, ServerErrorKind};
 
 use super::Backend;
-use super::redis::{Deployment, RedisLock, Security, is_transient, names, on_push, tls_flag};
+use super::redis::{Deployment, RedisLock, Security, is_transient, names, on_push};
 use super::waiters::{Channels, Listen};
 use super::{REDIS_PORT, parse_hosts, redact};
 use crate::error::{Error, Result};
@@ -123,7 +123,7 @@ fn parse(url: &str) -> Result<(Vec<String>, Security)> {
     let mut pairs = Vec::new();
     for (name, value) in url::form_urlencoded::parse(query.as_bytes()).into_owned() {
         match name.as_str() {
-            "tls" => tls = tls_flag(&value, &shown)?,
+            "tls" => tls = super::tls::flag(&value, &shown)?,
             _ => pairs.push((name, value)),
         }
     }
@@ -299,7 +299,7 @@ mod tests {
             ("redis+cluster://a/3", "only database 0"),
             ("redis+cluster://a?x=1", "unknown parameters [\"x\"]"),
             ("redis+cluster://a?password=secret", "unknown parameters [\"password\"]"),
-            ("redis+cluster://a?tls=1", "tls must be true or false"),
+            ("redis+cluster://a?tls=on", "tls=\"on\" is neither true nor false"),
             ("redis+cluster://a?cert=%2Fc.pem&key=%2Fk.pem", "cert=, key= given but TLS is off (add tls=true)"),
             ("redis+cluster://u:secret@a/2", "u:***@"),
         ] {

@@ -14,6 +14,15 @@ use rustls::{ClientConfig, RootCertStore};
 
 use crate::error::{Error, Result};
 
+/// The value of a URL's `tls=`, read alike on every scheme that takes it: `true`/`1` or `false`/`0`.
+pub(crate) fn flag(value: &str, shown: &str) -> Result<bool> {
+    match value {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(Error::invalid(format!("URL {shown:?}: tls={value:?} is neither true nor false"))),
+    }
+}
+
 /// The files a URL's `ca=`, `cert=` and `key=` name (percent-decoded paths).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct TlsFiles {
@@ -241,6 +250,13 @@ mod tests {
 
     fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn tls_is_true_or_false() {
+        assert!(flag("true", "x").unwrap() && flag("1", "x").unwrap());
+        assert!(!flag("false", "x").unwrap() && !flag("0", "x").unwrap());
+        assert!(flag("yes", "x").unwrap_err().message().contains("tls=\"yes\" is neither true nor false"));
     }
 
     #[test]

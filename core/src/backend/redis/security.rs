@@ -87,15 +87,6 @@ impl Security {
     }
 }
 
-/// Parses the value of `tls=`.
-pub(crate) fn tls_flag(value: &str, shown: &str) -> Result<bool> {
-    match value {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(Error::invalid(format!("URL {shown:?}: tls must be true or false, got {value:?}"))),
-    }
-}
-
 /// The names of `pairs`, for an error about unknown parameters: never their values, which may be secrets.
 pub(crate) fn names(pairs: &[(String, String)]) -> Vec<&str> {
     pairs.iter().map(|(name, _)| name.as_str()).collect()
@@ -193,12 +184,5 @@ mod tests {
             "Io: invalid peer certificate: UnknownIssuer".to_string(),
         ));
         assert!(refusal(&quoted, "x").unwrap().message().contains("TLS handshake refused"));
-    }
-
-    #[test]
-    fn tls_is_true_or_false() {
-        assert!(tls_flag("true", "x").unwrap());
-        assert!(!tls_flag("false", "x").unwrap());
-        assert!(tls_flag("yes", "x").unwrap_err().message().contains("tls must be true or false"));
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use std::net::SocketAddr;
 
-use crate::backend::redis::{Security, names, tls_flag};
+use crate::backend::redis::{Security, names};
 use crate::backend::{Host, REDIS_PORT, parse_hosts, redact};
 use crate::error::{Error, Result};
 
@@ -46,7 +46,7 @@ pub(super) fn parse(url: &str) -> Result<Config> {
                 Ok(ms) if ms > 0 => instance_timeout = Duration::from_millis(ms),
                 _ => return Err(bad(format!("instance_timeout_ms must be a positive number of ms, got {value:?}"))),
             },
-            "tls" => tls = tls_flag(&value, &shown)?,
+            "tls" => tls = crate::backend::tls::flag(&value, &shown)?,
             _ => pairs.push((name, value)),
         }
     }
@@ -150,7 +150,7 @@ mod tests {
             ("redlock://a,b,a:6379", "listed twice"),
             ("redlock://a,b,c?instance_timeout_ms=0", "positive"),
             ("redlock://a,b,c?colour=blue", "unknown parameter"),
-            ("redlock://a,b,c?tls=yes", "tls must be true or false"),
+            ("redlock://a,b,c?tls=yes", "tls=\"yes\" is neither true nor false"),
             ("redlock://a,b,c?ca=%2Fca.pem", "ca= given but TLS is off (add tls=true)"),
             ("redlock://a,b,c?tls=true&ca=%2Fnonexistent.pem", "ca=\"/nonexistent.pem\" cannot be read"),
             ("redlock://u:secret@a,b", "u:***@"),

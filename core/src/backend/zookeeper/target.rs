@@ -8,7 +8,7 @@ use std::fmt;
 use url::form_urlencoded;
 
 use super::ZK_PORT;
-use crate::backend::tls::TlsFiles;
+use crate::backend::tls::{self, TlsFiles};
 use crate::backend::{Host, parse_hosts};
 use crate::error::{Error, Result};
 use crate::redact::{percent_decode, userinfo_end};
@@ -65,9 +65,7 @@ pub(super) fn parse(url: &str, shown: &str) -> Result<Target> {
     let mut tls = false;
     for (name, value) in rest {
         match (name.as_str(), value.as_str()) {
-            ("tls", "true") => tls = true,
-            ("tls", "false") => tls = false,
-            ("tls", _) => return Err(bad(&format!("tls={value:?} is neither true nor false"))),
+            ("tls", _) => tls = tls::flag(&value, shown)?,
             _ => return Err(bad(&format!("unknown parameter {name:?}"))),
         }
     }
