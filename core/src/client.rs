@@ -4,12 +4,15 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use tracing::Instrument;
+
 use self::acquire::{Call, Turn};
 use crate::backend::{Backend, Capability, LockInfo, open};
 use crate::error::Result;
 use crate::fence::Fence;
 use crate::handle::ClientHandle;
 use crate::lease::{Hold, Lease, Link};
+use crate::metrics::{MetricsSnapshot, Op, Outcome, Recorder};
 use crate::options::{ClientOptions, LockOptions, validate_name};
 use crate::reentry::Table;
 use crate::tasks::Tasks;
@@ -76,9 +79,10 @@ impl Client {
 
     /// A client of `backend`, already open, whose background work `tasks` counts.
     fn over(backend: Arc<dyn Backend>, opts: &ClientOptions, tasks: Tasks) -> Client {
+        let metrics = Arc::new(Recorder::new(opts.metrics, backend.describe(), &opts.metrics_names));
         Client {
             inner: Arc::new(Inner {
-                client: Arc::new(ClientHandle::new(backend.clone(), tasks)),
+                client: Arc::new(ClientHandle::new(backend.clone(), tasks, metrics)),
                 backend,
                 table: Arc::default(),
                 opts: opts.clone(),
@@ -115,9 +119,30 @@ impl Client {
         self.acquire(name, opts, true).await
     }
 
+    /// Validates, then runs the acquire under its metrics timer and span (a dropped call counts as cancelled).
     async fn acquire(&self, name: &str, opts: &LockOptions, once: bool) -> Result<Option<Lease>> {
         self.inner.check_open()?;
         opts.validate(name)?;
+        let metrics = &self.inner.client.metrics;
+        let timer = metrics.start_acquire(name);
+        let span = tracing::info_span!(
+            "fencelock.acquire",
+            lock = %name,
+            backend = metrics.backend(),
+            outcome = tracing::field::Empty,
+            token = tracing::field::Empty,
+        );
+        let result = self.acquire_valid(name, opts, once).instrument(span.clone()).await;
+        let outcome = Outcome::of(&result);
+        span.record("outcome", outcome.label());
+        if let Ok(Some(lease)) = &result {
+            span.record("token", lease.fence());
+        }
+        timer.finish(outcome);
+        result
+    }
+
+    async fn acquire_valid(&self, name: &str, opts: &LockOptions, once: bool) -> Result<Option<Lease>> {
         if let Some(hold) = opts.owner.as_deref().and_then(|owner| self.inner.table.reenter(name, owner)) {
             return Ok(Some(Lease::new(hold?)));
         }
@@ -142,7 +167,7 @@ impl Client {
     pub async fn inspect(&self, name: &str) -> Result<LockInfo> {
         self.inner.check_open()?;
         validate_name(name)?;
-        self.inner.backend.inspect(name).await
+        self.inner.client.metrics.timed(Op::Inspect, self.inner.backend.inspect(name)).await
     }
 
     /// Deletes the lock record whoever holds it (an operator's tool, like Redisson's `forceUnlock`). The holder's
@@ -150,7 +175,13 @@ impl Client {
     pub async fn force_release(&self, name: &str) -> Result<bool> {
         self.inner.check_open()?;
         validate_name(name)?;
-        self.inner.backend.force_release(name).await
+        self.inner.client.metrics.timed(Op::ForceRelease, self.inner.backend.force_release(name)).await
+    }
+
+    /// This client's metrics now: acquire waits by outcome, hold times, active leases, renewals, losses by reason,
+    /// fenced writes, waiting calls and backend round trips (see [`MetricsSnapshot`]).
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.inner.client.metrics.snapshot()
     }
 
     /// Number of lock names this client holds or queues for locally (0 when idle: nothing leaks).

@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::error::Result;
+use tracing::Instrument;
+
+use crate::error::{ErrorKind, Result};
 use crate::handle::ClientHandle;
+use crate::metrics::Op;
 use crate::options::validate_name;
 
 /// A fenced register named by a resource.
@@ -28,13 +31,34 @@ impl Fence {
     pub async fn write(&self, token: u64, value: &[u8]) -> Result<()> {
         self.client.check_open()?;
         validate_name(&self.resource)?;
-        self.client.backend.fence_write(&self.resource, token, value).await
+        let metrics = &self.client.metrics;
+        let span = tracing::info_span!(
+            "fencelock.fence_write",
+            resource = %self.resource,
+            token,
+            backend = metrics.backend(),
+            outcome = tracing::field::Empty,
+        );
+        let result = metrics
+            .timed(Op::FenceWrite, self.client.backend.fence_write(&self.resource, token, value))
+            .instrument(span.clone())
+            .await;
+        metrics.fence_write(&result);
+        span.record(
+            "outcome",
+            match &result {
+                Ok(()) => "ok",
+                Err(e) if e.kind() == ErrorKind::Fenced => "refused",
+                Err(_) => "error",
+            },
+        );
+        result
     }
 
     /// The highest accepted token and its value; `(0, [])` if never written.
     pub async fn read(&self) -> Result<(u64, Vec<u8>)> {
         self.client.check_open()?;
         validate_name(&self.resource)?;
-        self.client.backend.fence_read(&self.resource).await
+        self.client.metrics.timed(Op::FenceRead, self.client.backend.fence_read(&self.resource)).await
     }
 }

@@ -6,11 +6,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::backend::Backend;
 use crate::error::{Error, ErrorKind, Result};
+use crate::metrics::Recorder;
 use crate::tasks::Tasks;
 
 pub(crate) struct ClientHandle {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) tasks: Tasks,
+    pub(crate) metrics: Arc<Recorder>,
     closed: AtomicBool,
 }
 
@@ -26,8 +28,8 @@ impl std::fmt::Debug for ClientHandle {
 }
 
 impl ClientHandle {
-    pub(crate) fn new(backend: Arc<dyn Backend>, tasks: Tasks) -> Self {
-        ClientHandle { backend, tasks, closed: AtomicBool::new(false) }
+    pub(crate) fn new(backend: Arc<dyn Backend>, tasks: Tasks, metrics: Arc<Recorder>) -> Self {
+        ClientHandle { backend, tasks, metrics, closed: AtomicBool::new(false) }
     }
 
     pub(crate) fn is_closed(&self) -> bool {

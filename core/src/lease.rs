@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::backend::{Backoff, Grant, drift};
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::ClientHandle;
+use crate::metrics::{HoldTimer, Loss, Op};
 use crate::mutant;
 use crate::options::validate_ttl;
 use crate::reentry::{Reentrant, Table};
@@ -51,6 +53,8 @@ pub(crate) struct Hold {
     end_tx: watch::Sender<Option<LeaseEnd>>,
     // This client's local queue slot for the name; dropping it lets the next local owner try the backend.
     gate: Mutex<Option<OwnedMutexGuard<()>>>,
+    // Counts the grant active, and its hold time, until released or lost.
+    held: HoldTimer,
 }
 
 /// What the watchdog should do next for a hold.
@@ -72,8 +76,6 @@ impl Hold {
     ) -> Self {
         let bound = link.client.backend.lease_bound();
         Hold {
-            link,
-            grant,
             owner,
             watchdog,
             state: Mutex::new(HoldState {
@@ -86,6 +88,9 @@ impl Hold {
             io: tokio::sync::Mutex::new(()),
             end_tx: watch::Sender::new(None),
             gate: Mutex::new(Some(gate)),
+            held: link.client.metrics.start_hold(&grant.name),
+            link,
+            grant,
         }
     }
 
@@ -112,12 +117,13 @@ impl Hold {
     }
 
     /// Fires the lost signal, once; never after a release.
-    pub(crate) fn mark_lost(&self, reason: impl Into<String>) {
+    pub(crate) fn mark_lost(&self, loss: Loss, reason: impl Into<String>) {
         let mut st = self.state();
         if st.released || st.lost.is_some() {
             return;
         }
         let reason = reason.into();
+        self.held.end(Some(loss));
         tracing::warn!(lock = %self.grant.name, %reason, "lease lost");
         st.lost = Some(reason.clone());
         drop(st);
@@ -173,7 +179,12 @@ impl Hold {
         self.check_active()?;
         let ttl = ttl.unwrap_or_else(|| self.ttl());
         let sent = Instant::now();
-        match self.backend().renew(&self.grant, ttl).await {
+        let metrics = &self.link.client.metrics;
+        let span = tracing::info_span!("fencelock.renew", lock = %self.grant.name, backend = metrics.backend(), outcome = tracing::field::Empty);
+        let result = metrics.timed(Op::Renew, self.backend().renew(&self.grant, ttl)).instrument(span.clone()).await;
+        metrics.renewal(result.is_ok());
+        span.record("outcome", if result.is_ok() { "ok" } else { "failed" });
+        match result {
             Ok(()) => {
                 let mut st = self.state();
                 st.ttl = ttl;
@@ -182,7 +193,7 @@ impl Hold {
             }
             Err(e) if e.kind() == ErrorKind::LockLost => {
                 drop(_io);
-                self.mark_lost(e.message());
+                self.mark_lost(Loss::Taken, e.message());
                 Err(self.at(e))
             }
             Err(e) => Err(self.at(e)),
@@ -223,16 +234,29 @@ impl Hold {
     /// restart) would leave the record until its TTL and the caller without the `NotHeld` that tells of a loss.
     async fn release_record(&self) -> Result<()> {
         let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(500), self.valid_until());
-        loop {
-            match self.backend().release(&self.grant).await {
-                Err(e) if e.kind() == ErrorKind::Unavailable => {
-                    if !backoff.wait().await {
-                        return Err(e);
+        let metrics = &self.link.client.metrics;
+        let span = tracing::info_span!(
+            "fencelock.release",
+            lock = %self.grant.name,
+            backend = metrics.backend(),
+            outcome = tracing::field::Empty,
+        );
+        let result = async {
+            loop {
+                match metrics.timed(Op::Release, self.backend().release(&self.grant)).await {
+                    Err(e) if e.kind() == ErrorKind::Unavailable => {
+                        if !backoff.wait().await {
+                            return Err(e);
+                        }
                     }
+                    result => return result,
                 }
-                result => return result,
             }
         }
+        .instrument(span.clone())
+        .await;
+        span.record("outcome", if result.is_ok() { "ok" } else { "failed" });
+        result
     }
 
     /// Lets the next local owner in and forgets this hold; its lost signal ends as released unless it was lost.
@@ -244,6 +268,7 @@ impl Hold {
             }
             first
         });
+        self.held.end(None);
         self.gate.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.link.table.unregister(&self.grant.name, self);
     }

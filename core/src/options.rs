@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::metrics::MetricsNames;
 
 /// Longest lock name, in bytes.
 pub const MAX_NAME_BYTES: usize = 512;
@@ -87,11 +88,20 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// Longest time one backend request may take before `Unavailable`. Default 5 s.
     pub request_timeout: Duration,
+    /// Record metrics (`Client::metrics`). Default on; off makes every hook a branch.
+    pub metrics: bool,
+    /// Which lock names get series of their own. Default none: names are unbounded.
+    pub metrics_names: MetricsNames,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { connect_timeout: Duration::from_secs(5), request_timeout: Duration::from_secs(5) }
+        ClientOptions {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(5),
+            metrics: true,
+            metrics_names: MetricsNames::None,
+        }
     }
 }
 
@@ -105,6 +115,18 @@ impl ClientOptions {
     /// Sets the per-request timeout.
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.request_timeout = d;
+        self
+    }
+
+    /// Turns metrics recording on or off.
+    pub fn metrics(mut self, on: bool) -> Self {
+        self.metrics = on;
+        self
+    }
+
+    /// Chooses the lock names that get series of their own.
+    pub fn metrics_names(mut self, names: MetricsNames) -> Self {
+        self.metrics_names = names;
         self
     }
 }

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::error::ErrorKind;
 use crate::lease::{Due, Hold};
+use crate::metrics::Loss;
 
 /// The sending side of a client's watchdog task; the task ends when the client and all its leases are gone.
 #[derive(Debug, Default)]
@@ -97,7 +98,7 @@ async fn tick(hold: &Arc<Hold>) -> Option<Instant> {
     match hold.next_due() {
         Due::Done => None,
         Due::ExpiresAt(t) if Instant::now() >= t => {
-            hold.mark_lost("the TTL passed without a renewal (watchdog off)");
+            hold.mark_lost(Loss::Expired, "the TTL passed without a renewal (watchdog off)");
             None
         }
         Due::ExpiresAt(t) => Some(t),
@@ -111,11 +112,11 @@ async fn tick(hold: &Arc<Hold>) -> Option<Instant> {
                 Some((Instant::now() + retry).min(valid_until))
             }
             Ok(Err(e)) => {
-                hold.mark_lost(format!("no renewal succeeded within the lease's validity: {e}"));
+                hold.mark_lost(Loss::Unreachable, format!("no renewal succeeded within the lease's validity: {e}"));
                 None
             }
             Err(_) => {
-                hold.mark_lost("no renewal succeeded within the lease's validity");
+                hold.mark_lost(Loss::Unreachable, "no renewal succeeded within the lease's validity");
                 None
             }
         },

@@ -11,6 +11,7 @@ use super::Inner;
 use crate::backend::{AcquireRequest, Attempt, Busy, Grant, Pending, Undo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{Hold, Lease};
+use crate::metrics::Op;
 use crate::options::LockOptions;
 use crate::reentry::Claim;
 
@@ -110,7 +111,8 @@ impl<'a> Call<'a> {
     pub(super) async fn attempt(&self, pending: &mut dyn Pending, place: &SharedPlace) -> Result<Turn> {
         self.inner.check_open()?;
         let sent = Instant::now();
-        Ok(match pending.try_acquire().await.map_err(|e| self.at(e))? {
+        let attempt = self.inner.client.metrics.timed(Op::Acquire, pending.try_acquire()).await;
+        Ok(match attempt.map_err(|e| self.at(e))? {
             Attempt::Acquired(grant) => Turn::Held(self.hold(grant, sent, place)),
             Attempt::Busy(busy) => Turn::Busy(busy),
         })
