@@ -80,13 +80,18 @@ impl Client {
     /// A client of `backend`, already open, whose background work `tasks` counts.
     fn over(backend: Arc<dyn Backend>, opts: &ClientOptions, tasks: Tasks) -> Client {
         let metrics = Arc::new(Recorder::new(opts.metrics, backend.describe(), &opts.metrics_names));
+        let id = uuid::Uuid::new_v4().to_string();
+        #[cfg(feature = "otel")]
+        if opts.metrics {
+            crate::otel::register(&id, &metrics);
+        }
         Client {
             inner: Arc::new(Inner {
                 client: Arc::new(ClientHandle::new(backend.clone(), tasks, metrics)),
                 backend,
                 table: Arc::default(),
                 opts: opts.clone(),
-                id: uuid::Uuid::new_v4().to_string(),
+                id,
                 watchdog: Watchdog::default(),
                 next_anon: AtomicU64::new(1),
             }),

@@ -41,6 +41,8 @@ mod lease;
 pub mod metrics;
 mod mutant;
 mod options;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod redact;
 mod reentry;
 mod tasks;
