@@ -72,6 +72,7 @@ impl Client {
 
     /// Connects with explicit options.
     pub async fn connect_with(url: &str, opts: &ClientOptions) -> Result<Client> {
+        opts.validate()?;
         let tasks = Tasks::new();
         let backend = open(url, opts, &tasks).await?;
         Ok(Client::over(backend, opts, tasks))

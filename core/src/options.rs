@@ -129,6 +129,16 @@ impl ClientOptions {
         self.metrics_names = names;
         self
     }
+
+    /// An allow-list of lock names holds lock names.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if let MetricsNames::Only(names) = &self.metrics_names {
+            for name in names {
+                validate_name(name).map_err(|e| Error::invalid(format!("metrics_names: {}", e.message())))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A lock (or fence resource) name: 1–512 bytes, no NUL.
@@ -182,5 +192,10 @@ mod tests {
         }
         let err = LockOptions::default().owner("").validate("a").unwrap_err();
         assert!(err.message().contains("owner"));
+        let listed = |name: &str| ClientOptions::default().metrics_names(MetricsNames::Only([name.to_string()].into()));
+        assert!(listed("a").validate().is_ok());
+        let err = listed("").validate().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.message().starts_with("metrics_names: lock name is empty"), "{err}");
     }
 }
