@@ -66,8 +66,8 @@ final class MetricsJson {
         for (Object b : list(field(h, "buckets"), "buckets")) {
             Map<String, Object> bucket = object(b, "a bucket");
             Object le = bucket.get("le"); // null is +Inf
-            buckets.add(new FencelockMetrics.Bucket(
-                    le == null ? Double.POSITIVE_INFINITY : ((Number) le).doubleValue(), count(field(bucket, "count"))));
+            double bound = le == null ? Double.POSITIVE_INFINITY : ((Number) le).doubleValue();
+            buckets.add(new FencelockMetrics.Bucket(bound, count(field(bucket, "count"))));
         }
         return new FencelockMetrics.Histogram(count(field(h, "count")), ((Number) field(h, "sum")).doubleValue(),
                 Collections.unmodifiableList(buckets));
@@ -208,7 +208,10 @@ final class MetricsJson {
                 out.append(c);
                 continue;
             }
-            char e = text.charAt(++at);
+            if (++at >= text.length()) {
+                break;
+            }
+            char e = text.charAt(at);
             switch (e) {
                 case 'n' -> out.append('\n');
                 case 't' -> out.append('\t');
@@ -216,13 +219,22 @@ final class MetricsJson {
                 case 'b' -> out.append('\b');
                 case 'f' -> out.append('\f');
                 case 'u' -> {
-                    out.append((char) Integer.parseInt(text.substring(at + 1, at + 5), 16));
+                    out.append(hex4());
                     at += 4;
                 }
                 default -> out.append(e); // \" \\ \/
             }
         }
         throw error("unterminated string");
+    }
+
+    /** The four hex digits after {@code \\u} at {@code at}. */
+    private char hex4() {
+        try {
+            return (char) Integer.parseInt(text.substring(at + 1, at + 5), 16);
+        } catch (IndexOutOfBoundsException | NumberFormatException e) {
+            throw error("bad \\u escape");
+        }
     }
 
     private Number number() {

@@ -178,7 +178,8 @@ class MetricsTest {
             assertFalse(m.enabled());
             assertEquals(0, m.acquireWait().get("acquired").count());
             assertEquals(0, m.holdTime().count());
-            assertTrue(m.backendOps().values().stream().flatMap(o -> o.values().stream()).allMatch(h -> h.count() == 0));
+            assertTrue(m.backendOps().values().stream().flatMap(o -> o.values().stream())
+                    .allMatch(h -> h.count() == 0));
             assertTrue(client.metricFamilies().stream().flatMap(f -> f.samples().stream())
                     .allMatch(s -> s.value().orElse(0) == 0 && s.histogram().map(h -> h.count() == 0).orElse(true)));
         }
@@ -224,6 +225,30 @@ class MetricsTest {
                     () -> client.tryLock("x".repeat(ClientOptions.MAX_NAME_BYTES + 1))).kind());
             client.tryLock("x".repeat(ClientOptions.MAX_NAME_BYTES)).orElseThrow().release();
         }
+    }
+
+    @Test
+    void connectAsyncTakesTheOptionsToo() throws Exception {
+        try (FencelockClient client = FencelockClient.connectAsync(Services.sqlite(tmp),
+                ClientOptions.defaults().withMetrics(false)).get(10, TimeUnit.SECONDS)) {
+            assertFalse(client.metrics().enabled());
+        }
+        assertThrows(NullPointerException.class, () -> FencelockClient.connect(Services.sqlite(tmp), null));
+    }
+
+    @Test
+    void theReaderReadsJsonAndRefusesAnotherShape() {
+        assertEquals(Map.of("a", List.of(1L, 2.5, true, "x\u00e9\"\n"), "b", Map.of()),
+                MetricsJson.parse(" {\"a\": [1, 2.5, true, \"x\\u00e9\\\"\\n\"], \"b\": {}} "));
+        assertEquals(java.util.Arrays.asList(null, -3L, 1e-4), MetricsJson.parse("[null,-3,1e-4]"));
+        for (String bad : List.of("{\"a\":1", "[1 2]", "{\"a\" 1}", "tru", "\"open", "[1,]x", "[] []",
+                "\"ab\\", "\"\\u12\"", "")) {
+            LockException e = assertThrows(LockException.class, () -> MetricsJson.parse(bad), bad);
+            assertEquals(ErrorKind.INTERNAL, e.kind(), e.getMessage());
+        }
+        LockException e = assertThrows(LockException.class, () -> MetricsJson.metrics("{\"backend\":\"x\"}"));
+        assertEquals(ErrorKind.INTERNAL, e.kind());
+        assertTrue(e.getMessage().contains("no field enabled"), e.getMessage());
     }
 
     @Test

@@ -22,9 +22,12 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tag;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
@@ -134,6 +137,44 @@ class FencelockMeterBinderTest {
             assertEquals("x", g.getId().getTag("app"));
         }
         assertThrows(NullPointerException.class, () -> new FencelockMeterBinder(null));
+    }
+
+    @Test
+    void everyRegistryBoundGetsTheSeriesThatAppearLater() {
+        MeterRegistry first = new SimpleMeterRegistry();
+        MeterRegistry second = new SimpleMeterRegistry();
+        try (FencelockClient client =
+                FencelockClient.connect(Services.sqlite(tmp), ClientOptions.defaults().withAllMetricsNames())) {
+            FencelockMeterBinder binder = new FencelockMeterBinder(client);
+            binder.bindTo(first);
+            binder.bindTo(second);
+            assertEquals(first.getMeters().size(), second.getMeters().size());
+            client.lock("later", SHORT).release();
+            first.get("fencelock.active.leases").gauge().value(); // a read registers the new series everywhere
+            for (MeterRegistry r : List.of(first, second)) {
+                assertEquals(1.0, r.get("fencelock.lock.hold").tag("lock", "later").functionTimer().count());
+            }
+        }
+    }
+
+    @Test
+    void aPrometheusRegistryExportsCoresFamilyNames() {
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        try (FencelockClient client = FencelockClient.connect(Services.sqlite(tmp))) {
+            new FencelockMeterBinder(client).bindTo(registry);
+            client.lock(Services.unique("prom"), SHORT).release();
+            String text = registry.scrape();
+            for (MetricFamily f : client.metricFamilies()) {
+                List<String> series = f.type() == MetricFamily.Type.HISTOGRAM
+                        ? List.of(f.name() + "_count{", f.name() + "_sum{")
+                        : List.of(f.name() + "{");
+                for (String s : series) {
+                    assertTrue(text.contains("\n" + s + "backend=\"sqlite\""), s + " missing:\n" + text);
+                }
+            }
+            assertTrue(text.contains("fencelock_acquire_wait_seconds_count{backend=\"sqlite\",outcome=\"acquired\"} 1"),
+                    text);
+        }
     }
 
     private static Meter find(MeterRegistry registry, MetricFamily f, MetricFamily.Sample s) {
