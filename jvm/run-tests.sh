@@ -2,8 +2,9 @@
 # The JVM stage of scripts/test.sh: build and install the jar (Maven runs `cargo build --workspace --all-targets`,
 # the build stage's own command in the same target dir and debug profile, so a no-op after it, and packs
 # libfencelock_jni.so into the jar),
-# run the JUnit suite (conformance on every backend, Java idioms, interop with Redisson and Curator), then run the
-# example project in examples/java against the installed artifact on SQLite and Redis.
+# run the JUnit suite (conformance on every backend, Java idioms, metrics, interop with Redisson and Curator), build
+# and test the optional Micrometer binder (jvm/micrometer) against it, then run the example project in examples/java
+# against the installed artifact on SQLite and Redis.
 #
 #   jvm/run-tests.sh [MAVEN ARGS...]      e.g. -Dtest=ApiTest
 #
@@ -38,6 +39,14 @@ if ((${java_version%%.*} < 17)); then
 fi
 step "$(mvn -v 2>/dev/null | head -1 | sed 's/\x1b\[[0-9;]*m//g'), Java $java_version"
 
+# The suite's summary from surefire's reports (-q keeps Maven quiet).
+summary() { # MODULE-DIR NAME
+    [[ -d $1/target/surefire-reports ]] || return 0
+    awk -v name="$2" '/^Tests run:/ { split($0, f, /[:,] */); run += f[2]; failed += f[4] + f[6]; skipped += f[8] }
+         END { printf "%s: %d passed, %d failed, %d skipped\n", name, run - failed - skipped, failed, skipped }' \
+        "$1"/target/surefire-reports/*.txt
+}
+
 step "mvn install (cargo build --workspace --all-targets, jar, JUnit)"
 rc=0
 rm -rf "$ROOT/jvm/target/surefire-reports" "$ROOT/jvm/target/conformance-matrix.txt" # no stale results below
@@ -45,14 +54,16 @@ rm -rf "$ROOT/jvm/target/surefire-reports" "$ROOT/jvm/target/conformance-matrix.
 # second variant of much of the graph; the workspace build's command is a no-op here.
 mvn_quiet -f "$ROOT/jvm" install -Dfencelock.cargo.select=--workspace -Dfencelock.cargo.targets=--all-targets "$@" ||
     rc=$?
-# -q keeps Maven quiet; the suite's summary and the conformance matrix come from the reports.
+cat "$ROOT/jvm/target/conformance-matrix.txt" 2>/dev/null || true
+summary "$ROOT/jvm" jvm
+((rc == 0)) || exit "$rc"
 reports=$ROOT/jvm/target/surefire-reports
-if [[ -d $reports ]]; then
-    cat "$ROOT/jvm/target/conformance-matrix.txt" 2>/dev/null || true
-    awk '/^Tests run:/ { split($0, f, /[:,] */); run += f[2]; failed += f[4] + f[6]; skipped += f[8] }
-         END { printf "jvm: %d passed, %d failed, %d skipped\n", run - failed - skipped, failed, skipped }' \
-        "$reports"/*.txt
-fi
+
+# The optional Micrometer artifact, built and tested against the jar just installed (Micrometer from Maven Central).
+step "mvn install jvm/micrometer (FencelockMeterBinder, JUnit)"
+rm -rf "$ROOT/jvm/micrometer/target/surefire-reports"
+mvn_quiet -f "$ROOT/jvm/micrometer" install -Dsurefire.failIfNoSpecifiedTests=false "$@" || rc=$?
+summary "$ROOT/jvm/micrometer" jvm/micrometer
 ((rc == 0)) || exit "$rc"
 
 # The README promises that virtual threads never pin their carrier; Java 17 has none, so that test is skipped above.

@@ -3,14 +3,14 @@
 
 use fencelock::Client;
 use jni::EnvUnowned;
-use jni::objects::{JClass, JObject, JString};
+use jni::objects::{JClass, JObject, JObjectArray, JString};
 use jni::sys::{jboolean, jint, jlong};
 
 use crate::callback::Value;
 use crate::error::shim;
 use crate::handle::{borrow, free, getter, into_handle};
 use crate::lease::JLease;
-use crate::options::{client_options, lock_options, opt_string, string};
+use crate::options::{client_options, lock_options, metrics_names, opt_string, string};
 use crate::task::start;
 
 /// Capability bits as Java reads them.
@@ -27,11 +27,15 @@ pub extern "system" fn Java_dev_fencelock_Native_connect<'l>(
     url: JString<'l>,
     connect_ms: jlong,
     request_ms: jlong,
+    metrics: jboolean,
+    all_names: jboolean,
+    names: JObjectArray<'l, JString<'l>>,
     completion: JObject<'l>,
 ) -> jlong {
     shim(&mut env, |env| {
         let url = opt_string(env, &url)?.unwrap_or_else(fencelock::default_url);
-        let opts = client_options(connect_ms, request_ms);
+        let names = metrics_names(env, all_names, &names)?;
+        let opts = client_options(connect_ms, request_ms, metrics, names);
         start(env, &completion, async move {
             let client = Client::connect_with(&url, &opts).await?;
             Ok(Value::Client { handle: into_handle(client) })

@@ -14,5 +14,6 @@ mod error;
 mod fence;
 mod handle;
 mod lease;
+mod metrics;
 mod options;
 mod task;

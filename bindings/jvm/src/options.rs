@@ -1,10 +1,11 @@
 //! Java option values → core options. Durations cross as milliseconds; a negative timeout means "wait forever".
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use fencelock::{ClientOptions, LockOptions};
+use fencelock::{ClientOptions, LockOptions, MetricsNames};
 use jni::Env;
-use jni::objects::JString;
+use jni::objects::{JObjectArray, JString};
 
 use crate::error::Fail;
 
@@ -36,9 +37,9 @@ pub(crate) fn lock_options(ttl_ms: i64, timeout_ms: i64, watchdog: bool, owner: 
     opts
 }
 
-/// The options of `connect`; a non-positive value keeps the core default.
-pub(crate) fn client_options(connect_ms: i64, request_ms: i64) -> ClientOptions {
-    let mut opts = ClientOptions::default();
+/// The options of `connect`; a non-positive timeout keeps the core default.
+pub(crate) fn client_options(connect_ms: i64, request_ms: i64, metrics: bool, names: MetricsNames) -> ClientOptions {
+    let mut opts = ClientOptions::default().metrics(metrics).metrics_names(names);
     if connect_ms > 0 {
         opts = opts.connect_timeout(millis(connect_ms));
     }
@@ -46,4 +47,24 @@ pub(crate) fn client_options(connect_ms: i64, request_ms: i64) -> ClientOptions 
         opts = opts.request_timeout(millis(request_ms));
     }
     opts
+}
+
+/// `ClientOptions.java`'s lock-name policy: every name if `all`, else the listed ones (none when null or empty).
+pub(crate) fn metrics_names(
+    env: &mut Env<'_>,
+    all: bool,
+    names: &JObjectArray<'_, JString<'_>>,
+) -> Result<MetricsNames, Fail> {
+    if all {
+        return Ok(MetricsNames::All);
+    }
+    if names.is_null() {
+        return Ok(MetricsNames::None);
+    }
+    let mut set = BTreeSet::new();
+    for i in 0..names.len(env)? {
+        let name = names.get_element(env, i)?;
+        set.insert(string(env, &name, "a metrics name")?);
+    }
+    Ok(if set.is_empty() { MetricsNames::None } else { MetricsNames::Only(set) })
 }

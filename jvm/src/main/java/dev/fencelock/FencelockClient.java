@@ -1,6 +1,8 @@
 package dev.fencelock;
 
 import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
@@ -39,26 +41,34 @@ public final class FencelockClient implements AutoCloseable {
 
     /** Connects to the backend {@code url} names ({@code null}: as {@link #connect()}). */
     public static FencelockClient connect(String url) {
-        return Call.awaitCancellable(open(url), "connect");
+        return connect(url, ClientOptions.defaults());
+    }
+
+    /** {@link #connect(String)} with client options (metrics). */
+    public static FencelockClient connect(String url, ClientOptions options) {
+        return Call.awaitCancellable(open(url, options), "connect");
     }
 
     /** {@link #connect(String)} with a connect timeout in ms (0: the default), for tests that expect no answer. */
     static FencelockClient connect(String url, long connectTimeoutMs) {
-        return Call.awaitCancellable(open(url, connectTimeoutMs), "connect");
+        return connect(url, ClientOptions.defaults().withConnectTimeoutMillis(connectTimeoutMs));
     }
 
     /** {@link #connect(String)} without blocking. */
     public static CompletableFuture<FencelockClient> connectAsync(String url) {
-        return Call.publish(open(url), FencelockClient::discard);
+        return connectAsync(url, ClientOptions.defaults());
     }
 
-    private static CompletableFuture<FencelockClient> open(String url) {
-        return open(url, 0);
+    /** {@link #connect(String, ClientOptions)} without blocking. */
+    public static CompletableFuture<FencelockClient> connectAsync(String url, ClientOptions options) {
+        return Call.publish(open(url, options), FencelockClient::discard);
     }
 
-    private static CompletableFuture<FencelockClient> open(String url, long connectTimeoutMs) {
+    private static CompletableFuture<FencelockClient> open(String url, ClientOptions options) {
+        ClientOptions o = Objects.requireNonNull(options, "options");
         return Call.start((a, b, text, data) -> new FencelockClient(a), FencelockClient::discard,
-                c -> Native.connect(url, connectTimeoutMs, 0, c));
+                c -> Native.connect(url, o.connectTimeoutMillis(), 0, o.metrics(), o.allMetricsNames(),
+                        o.metricsNamesArray(), c));
     }
 
     private static void discard(FencelockClient client) {
@@ -83,6 +93,22 @@ public final class FencelockClient implements AutoCloseable {
     /** Lock names this client holds or queues for locally (0 when idle). */
     public long localEntries() {
         return call(p -> Native.clientLocalEntries(p));
+    }
+
+    /**
+     * This client's metrics now, counted from its creation: acquire waits by outcome, holds, active leases,
+     * renewals, losses, fenced writes, queue depth and backend round trips (all zero with metrics off).
+     */
+    public FencelockMetrics metrics() {
+        return MetricsJson.metrics(call(Native::clientMetrics));
+    }
+
+    /**
+     * The same figures as metric families (name, help, type, labelled samples): core's one mapping, which exporter
+     * adapters such as fencelock-micrometer loop over.
+     */
+    public List<MetricFamily> metricFamilies() {
+        return MetricsJson.families(call(Native::clientMetricFamilies));
     }
 
     /** Takes {@code name} with the default options, waiting as long as it takes. */

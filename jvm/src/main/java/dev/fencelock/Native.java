@@ -12,7 +12,9 @@ final class Native {
 
     private Native() {}
 
-    static native long connect(String url, long connectMs, long requestMs, Completion c);
+    /** {@code allNames}: every lock name gets series; else the {@code names} listed (null: none). */
+    static native long connect(String url, long connectMs, long requestMs, boolean metrics, boolean allNames,
+            String[] names, Completion c);
 
     static native long clientClose(long client, Completion c);
 
@@ -25,6 +27,12 @@ final class Native {
     static native int clientCapability(long client);
 
     static native long clientLocalEntries(long client);
+
+    /** Core's {@code MetricsSnapshot::to_json}. */
+    static native String clientMetrics(long client);
+
+    /** Core's {@code families_json} of the snapshot's families. */
+    static native String clientMetricFamilies(long client);
 
     /**
      * {@code done(lease handle or 0 if busy, fence)}. Every {@code done} layout is {@code Value::wire} in

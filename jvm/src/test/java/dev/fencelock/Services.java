@@ -6,14 +6,14 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import java.nio.file.Path;
 import java.util.UUID;
 
-/** Test servers from the FENCELOCK_TEST_* variables that scripts/services.sh writes. */
-final class Services {
+/** Test servers from the FENCELOCK_TEST_* variables that scripts/services.sh writes (public for jvm/micrometer). */
+public final class Services {
     private Services() {}
 
     /**
      * The URL in {@code var}; a missing one fails the test under FENCELOCK_REQUIRE_SERVICES=1 (CI), else skips it.
      */
-    static String url(String var) {
+    public static String url(String var) {
         String url = System.getenv(var);
         if (url != null && !url.isEmpty()) {
             return url;
@@ -26,36 +26,36 @@ final class Services {
     }
 
     /** The URL in {@code var}, or null if unset (for tables that list every backend). */
-    static String optional(String var) {
+    public static String optional(String var) {
         String url = System.getenv(var);
         return url == null || url.isEmpty() ? null : url;
     }
 
-    static String redis() {
+    public static String redis() {
         return url("FENCELOCK_TEST_REDIS");
     }
 
-    static String zk() {
+    public static String zk() {
         return url("FENCELOCK_TEST_ZK");
     }
 
     /** {@code host:port} of a {@code scheme://host:port} URL. */
-    static String hostPort(String url) {
+    public static String hostPort(String url) {
         return url.substring(url.indexOf("://") + 3).replaceAll("/.*$", "");
     }
 
     /** A fresh SQLite database under {@code dir}. */
-    static String sqlite(Path dir) {
+    public static String sqlite(Path dir) {
         return "sqlite:" + dir.resolve("locks.db");
     }
 
     /** A name no other test run uses. */
-    static String unique(String prefix) {
+    public static String unique(String prefix) {
         return prefix + "-" + UUID.randomUUID().toString().replace("-", "");
     }
 
     /** The repository root (surefire passes it; else the parent of the working directory jvm/). */
-    static Path repoRoot() {
+    public static Path repoRoot() {
         String root = System.getenv("FENCELOCK_REPO_ROOT");
         return (root != null ? Path.of(root) : Path.of("..")).toAbsolutePath().normalize();
     }
