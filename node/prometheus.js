@@ -72,7 +72,6 @@ function registerFencelockMetrics(client, registry = promClient.register, option
     throw invalid('registry must be a prom-client Registry');
   }
   const extra = constLabels(options);
-  // Bad arguments (options, or a label core's series already have) fail here rather than at a scrape.
   // One snapshot per scrape: prom-client calls every metric's get() in one turn, so the families read by the first
   // are kept until the microtasks run, and all the families of one scrape agree.
   let current = null;
@@ -86,7 +85,8 @@ function registerFencelockMetrics(client, registry = promClient.register, option
     return current;
   };
   const registered = [];
-  for (const family of families().values()) {
+  for (const family of client.metricFamilies()) {
+    // A label core's series already have fails here rather than at a scrape.
     for (const sample of family.samples) values(family, sample, extra);
     const metric = {
       // The registry may rename it (OpenMetrics drops a counter's `_total`), so get() reports this name.

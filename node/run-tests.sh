@@ -41,5 +41,6 @@ echo "--- fencelock/prometheus (installed from the tarball), without prom-client
 # npm's cache, filled by the npm ci above.
 cp "$NODE_DIR/test/installed-prometheus.cjs" .
 node installed-prometheus.cjs missing
-npm install --no-audit --no-fund --offline "prom-client@$(node -p "require('$NODE_DIR/node_modules/prom-client/package.json').version")"
+prom_version=$(node -p "require('$NODE_DIR/node_modules/prom-client/package.json').version")
+npm install --no-audit --no-fund --offline "prom-client@$prom_version"
 node installed-prometheus.cjs present "sqlite:$SCRATCH/prometheus.db"

@@ -149,11 +149,9 @@ for (const [label, url] of urls) {
       const base = { backend: label, service: 'billing' };
       assert.equal(sampleValue(text, 'fencelock_acquire_wait_seconds_count', { ...base, outcome: 'timeout' }), 1);
       assert.equal(sampleValue(text, 'fencelock_acquire_wait_seconds_count', { ...base, outcome: 'acquired' }), 3);
-      assert.equal(
-        sampleValue(text, 'fencelock_acquire_wait_seconds_bucket', { ...base, outcome: 'timeout', le: '+Inf' }),
-        1,
-      );
-      assert.equal(sampleValue(text, 'fencelock_acquire_wait_seconds_bucket', { ...base, outcome: 'timeout', le: '0.05' }), 0);
+      const bucket = (le) =>
+        sampleValue(text, 'fencelock_acquire_wait_seconds_bucket', { ...base, outcome: 'timeout', le });
+      assert.deepEqual([bucket('0.05'), bucket('+Inf')], [0, 1], 'a 100 ms wait is above 50 ms');
       assert.ok(sampleValue(text, 'fencelock_acquire_wait_seconds_sum', { ...base, outcome: 'timeout' }) >= 0.1);
       assert.equal(sampleValue(text, 'fencelock_lost_total', { ...base, reason: 'taken' }), 1);
       assert.equal(sampleValue(text, 'fencelock_renewals_total', { ...base, outcome: 'failed' }), 1);
@@ -162,21 +160,27 @@ for (const [label, url] of urls) {
       assert.match(text, /^# TYPE fencelock_lost_total counter$/m);
       assert.match(text, /^# TYPE fencelock_backend_op_seconds histogram$/m);
       assert.match(text, /^# HELP fencelock_active_leases Grants held now$/m);
-      // The exposition is core's: the same lines, but for the added label.
-      const core = a.metrics();
-      assert.equal(sampleValue(text, 'fencelock_backend_op_seconds_count', { ...base, op: 'acquire', outcome: 'ok' }),
-        core.backendOps.acquire.ok.count);
+      // The same figures as the snapshot's.
+      const acquireOk = { ...base, op: 'acquire', outcome: 'ok' };
+      const acquires = sampleValue(text, 'fencelock_backend_op_seconds_count', acquireOk);
+      assert.equal(acquires, a.metrics().backendOps.acquire.ok.count);
       await a.close();
       await b.close();
     });
   });
 }
 
-test('prom-client: an OpenMetrics registry keeps one _total on counters', async () => {
+test('prom-client: one scrape reads one snapshot; OpenMetrics keeps one _total on counters', async () => {
   const c = await connect(sqliteUrl());
   const registry = new Registry(Registry.OPENMETRICS_CONTENT_TYPE);
   registerFencelockMetrics(c, registry);
+  const read = c.metricFamilies.bind(c);
+  let reads = 0;
+  c.metricFamilies = () => (reads++, read());
   const text = await registry.metrics();
+  assert.equal(reads, 1, 'every family of a scrape from one snapshot');
+  await registry.metrics();
+  assert.equal(reads, 2, 'a later scrape reads anew');
   assert.match(text, /^# TYPE fencelock_lost counter$/m);
   assert.equal(sampleValue(text, 'fencelock_lost_total', { backend: 'sqlite', reason: 'expired' }), 0);
   assert.doesNotMatch(text, /_total_total/);
@@ -213,8 +217,8 @@ test('requiring fencelock/prometheus without prom-client names the package', () 
   // prom-client is a dev dependency here, so the child hides it from the resolver as a machine without it would.
   const hide = `const M = require('module'); const r = M._resolveFilename;
     M._resolveFilename = function (req, ...rest) {
-      if (req === 'prom-client') { const e = new Error("Cannot find module 'prom-client'"); e.code = 'MODULE_NOT_FOUND'; throw e; }
-      return r.call(this, req, ...rest);
+      if (req !== 'prom-client') return r.call(this, req, ...rest);
+      const e = new Error("Cannot find module 'prom-client'"); e.code = 'MODULE_NOT_FOUND'; throw e;
     };`;
   const body = `try { require(${JSON.stringify(require.resolve('../prometheus.js'))}); console.log('loaded'); }
     catch (e) { console.log(e.code + ': ' + e.message); }`;
