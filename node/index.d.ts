@@ -33,6 +33,65 @@ export interface ConnectOptions {
   connectTimeoutMs?: number;
   /** How long one backend request may take, in ms (default 5000). */
   requestTimeoutMs?: number;
+  /** Record metrics (`client.metrics()`); default true. False makes every hook a branch and records nothing. */
+  metrics?: boolean;
+  /**
+   * Which lock names get series of their own: none by default (names are unbounded), `true` for all (at most 1000,
+   * the rest summed under `_other`), or these names only.
+   */
+  metricsNames?: boolean | string[];
+}
+
+/** Durations in fixed buckets, as Prometheus has them. */
+export interface Histogram {
+  /** Observations so far. */
+  count: number;
+  /** Their sum, in seconds. */
+  sum: number;
+  /** Cumulative counts by upper bound in seconds; the last `le` is `Infinity`. */
+  buckets: { le: number; count: number }[];
+}
+
+/** The outcomes of a `lock`/`tryLock` call: `busy` is a tryLock that found it held, `cancelled` an aborted wait. */
+export type AcquireOutcome = 'acquired' | 'busy' | 'timeout' | 'cancelled' | 'error';
+
+/** One opted-in lock name's figures. */
+export interface NameMetrics {
+  acquireWait: Record<AcquireOutcome, Histogram>;
+  holdTime: Histogram;
+  activeLeases: number;
+  /** Losses of this name, any reason. */
+  lost: number;
+  localQueueDepth: number;
+}
+
+/** A client's metrics at one moment (core's snapshot). Counters count from the client's creation. */
+export interface MetricsSnapshot {
+  /** The backend's scheme: `redis`, `sqlite`, … */
+  backend: string;
+  /** Whether this client records at all (the `metrics` connect option). */
+  enabled: boolean;
+  /** Time spent in `lock`/`tryLock`, by outcome. */
+  acquireWait: Record<AcquireOutcome, Histogram>;
+  /** Time from grant to release or loss. */
+  holdTime: Histogram;
+  /** Grants held now. */
+  activeLeases: number;
+  /** Backend renewals (watchdog and explicit) by outcome. */
+  renewals: Record<'ok' | 'failed', number>;
+  /** Leases lost while held: the TTL passed unrenewed, the record was gone or another's, or no renewal got through. */
+  lost: Record<'expired' | 'taken' | 'unreachable', number>;
+  /** Fenced writes by outcome; `refused` is a stale token. */
+  fenceWrites: Record<'ok' | 'refused' | 'error', number>;
+  /** `lock` calls still waiting, locally or at the backend. */
+  localQueueDepth: number;
+  /** Backend round trips by operation, then `ok` (the backend answered, refusals included) or `error`. */
+  backendOps: Record<
+    'acquire' | 'renew' | 'release' | 'force_release' | 'inspect' | 'fence_write' | 'fence_read',
+    Record<'ok' | 'error', Histogram>
+  >;
+  /** Per-lock figures for the names opted in (`metricsNames`); names past the cap are summed under `_other`. */
+  names: Record<string, NameMetrics>;
 }
 
 export interface LockOptions {
@@ -89,6 +148,8 @@ export declare class Client {
   inspect(name: string): Promise<LockInfo>;
   /** Deletes the record of `name` whoever holds it (an operator's tool); resolves to whether there was one. */
   forceRelease(name: string): Promise<boolean>;
+  /** This client's metrics now, as plain data. */
+  metrics(): MetricsSnapshot;
   /** Releases every lease and closes the connections; later calls reject with CLOSED. */
   close(): Promise<void>;
 }

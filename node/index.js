@@ -72,7 +72,7 @@ async function guard(fn) {
   }
 }
 
-/** `{ connectTimeoutMs, requestTimeoutMs }` checked and copied for the addon. */
+/** `{ connectTimeoutMs, requestTimeoutMs, metrics, metricsNames }` checked and copied for the addon. */
 function connectOptions(options) {
   if (options === undefined || options === null) return {};
   if (typeof options !== 'object') throw invalid(`options must be an object, got ${describe(options)}`);
@@ -80,7 +80,43 @@ function connectOptions(options) {
   for (const key of ['connectTimeoutMs', 'requestTimeoutMs']) {
     if (checkMs(key, options[key]) !== undefined) opts[key] = options[key];
   }
+  const { metrics, metricsNames } = options;
+  if (metrics !== undefined && metrics !== null) {
+    if (typeof metrics !== 'boolean') throw invalid(`metrics must be a boolean, got ${describe(metrics)}`);
+    opts.metrics = metrics;
+  }
+  if (metricsNames !== undefined && metricsNames !== null) {
+    const list = Array.isArray(metricsNames);
+    if (typeof metricsNames !== 'boolean' && !(list && metricsNames.every((n) => typeof n === 'string'))) {
+      throw invalid(`metricsNames must be a boolean or an array of lock names, got ${describe(metricsNames)}`);
+    }
+    opts.metricsNames = list ? [...metricsNames] : metricsNames;
+  }
   return opts;
+}
+
+/** snake_case → camelCase (`acquire_wait` → `acquireWait`). */
+const camel = (key) => key.replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase());
+
+// Fields of core's snapshot whose keys are data (outcomes, reasons, ops, lock names), and how many levels deep:
+// those keys stay as core spells them, the fields below them are converted again.
+const DATA_KEYED = { acquire_wait: 1, renewals: 1, lost: 1, fence_writes: 1, backend_ops: 2, names: 1 };
+
+/** Core's JSON value with its field names in camelCase, the data keys below `dataLevels` levels kept. */
+function camelFields(value, dataLevels = 0) {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map((v) => camelFields(v));
+  const out = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (dataLevels > 0) out[k] = camelFields(v, dataLevels - 1);
+    else out[camel(k)] = camelFields(v, DATA_KEYED[k] ?? 0);
+  }
+  return out;
+}
+
+/** Core's snapshot JSON as a JS object; a bucket's `le: null` (+Inf) becomes `Infinity`. */
+function metricsSnapshot(json) {
+  return camelFields(JSON.parse(json, (k, v) => (k === 'le' && v === null ? Infinity : v)));
 }
 
 /**
@@ -195,6 +231,19 @@ class Client {
       checkName('name', name);
       return await this.#n.forceRelease(name);
     });
+  }
+
+  /**
+   * This client's metrics now, as plain data (core's snapshot): acquire waits by outcome, hold times, active leases,
+   * renewals, losses by reason, fenced writes, waiting calls, backend round trips, and the opted-in lock names.
+   */
+  metrics() {
+    return metricsSnapshot(this.#n.metricsJson());
+  }
+
+  /** @internal Core's metric families now (`fencelock::metrics::families_json`), for node/prometheus.js. */
+  metricFamilies() {
+    return JSON.parse(this.#n.metricsFamiliesJson());
   }
 
   /** Releases every lease this client holds and closes its connections. Later calls reject with CLOSED. */

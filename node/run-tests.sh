@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The node stage of scripts/test.sh: build the addon from source (debug, the workspace target dir, so core compiles
 # once), run the node:test suites, type-check the TypeScript example, then pack the package, install the tarball into
-# a scratch project in a temp dir and run the examples there (no Rust toolchain involved past the pack).
+# a scratch project in a temp dir and run the examples there (no Rust toolchain involved past the pack), and
+# fencelock/prometheus there without prom-client (an error naming it) and with it.
 set -euo pipefail
 
 NODE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$NODE_DIR/.." && pwd)
 cd "$NODE_DIR"
 
-# npm ci: exactly the lockfile's @napi-rs/cli and typescript, from the npm registry.
+# npm ci: exactly the lockfile's @napi-rs/cli, typescript and prom-client (dev only), from the npm registry.
 npm ci --no-audit --no-fund
 npm run build
-node --test test/conformance.mjs test/api.test.mjs test/process.test.mjs
+node --test test/conformance.mjs test/api.test.mjs test/process.test.mjs test/metrics.test.mjs
 npm run typecheck
 
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/fencelock-node-pack.XXXXXX")
@@ -20,6 +21,9 @@ tarball=$(npm pack --silent --pack-destination "$SCRATCH" | tail -n 1)
 echo "packed $tarball ($(du -h "$SCRATCH/$tarball" | cut -f1))"
 contents=$(tar -tzf "$SCRATCH/$tarball")
 grep '^package/fencelock\..*\.node$' <<<"$contents" || { echo "the tarball carries no addon" >&2; exit 1; }
+for shipped in prometheus.js prometheus.d.ts; do
+    grep -qx "package/$shipped" <<<"$contents" || { echo "the tarball lacks $shipped" >&2; exit 1; }
+done
 
 mkdir "$SCRATCH/app"
 cd "$SCRATCH/app"
@@ -31,3 +35,12 @@ for example in *.mjs; do
     node "$example" "sqlite:$SCRATCH/example.db"
     [[ -z ${FENCELOCK_TEST_REDIS:-} ]] || node "$example" "$FENCELOCK_TEST_REDIS"
 done
+
+echo "--- fencelock/prometheus (installed from the tarball), without prom-client, then with it"
+# prom-client is an optional peer, so installing the tarball did not pull it in; the lockfile's version comes from
+# npm's cache, filled by the npm ci above.
+cp "$NODE_DIR/test/installed-prometheus.cjs" .
+node installed-prometheus.cjs missing
+prom_version=$(node -p "require('$NODE_DIR/node_modules/prom-client/package.json').version")
+npm install --no-audit --no-fund --offline "prom-client@$prom_version"
+node installed-prometheus.cjs present "sqlite:$SCRATCH/prometheus.db"

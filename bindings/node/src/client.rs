@@ -1,8 +1,8 @@
-//! `Client` for JS: connect, lock (cancellable), tryLock, fence, inspect, forceRelease, close.
+//! `Client` for JS: connect, lock (cancellable), tryLock, fence, inspect, forceRelease, metrics, close.
 
 use std::fmt;
 
-use fencelock::Client;
+use fencelock::{Client, MetricsNames};
 use napi::bindgen_prelude::{BigInt, Env, PromiseRaw, Result};
 use napi_derive::napi;
 
@@ -18,8 +18,9 @@ use crate::runtime::{spawn_promise, spawn_task};
 #[napi]
 pub fn connect(env: &Env, url: Option<String>, opts: Option<ConnectOpts>) -> Result<PromiseRaw<'_, NativeClient>> {
     let opts = client_options(opts)?;
+    let named = opts.metrics && opts.metrics_names != MetricsNames::None;
     let url = url.unwrap_or_else(fencelock::default_url);
-    spawn_promise(env, async move { Client::connect_with(&url, &opts).await.map(NativeClient::new) })
+    spawn_promise(env, async move { Ok(NativeClient { client: Client::connect_with(&url, &opts).await?, named }) })
 }
 
 /// What the backend can do.
@@ -45,17 +46,13 @@ pub struct LockInfo {
 #[napi]
 pub struct NativeClient {
     client: Client,
+    /// Whether lock names may get series of their own (`metricsNames` given, metrics on).
+    named: bool,
 }
 
 impl fmt::Debug for NativeClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NativeClient").field("url", &self.client.url()).finish()
-    }
-}
-
-impl NativeClient {
-    fn new(client: Client) -> Self {
-        NativeClient { client }
     }
 }
 
@@ -143,6 +140,18 @@ impl NativeClient {
     #[napi]
     pub fn local_entries(&self) -> u32 {
         self.client.local_entries() as u32
+    }
+
+    /// This client's metrics now: core's `MetricsSnapshot` as JSON.
+    #[napi]
+    pub fn metrics_json(&self) -> String {
+        self.client.metrics().to_json()
+    }
+
+    /// Core's metric families of this client's snapshot now, as JSON (`fencelock::metrics::families_json`).
+    #[napi]
+    pub fn metrics_families_json(&self) -> String {
+        crate::metrics::families(&self.client, self.named)
     }
 
     /// Releases every lease, waits for background cleanups and closes the connections.

@@ -10,6 +10,7 @@ mod client;
 mod error;
 mod fence;
 mod lease;
+mod metrics;
 mod options;
 mod runtime;
 

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use fencelock::{ClientOptions, LockOptions};
+use fencelock::{ClientOptions, LockOptions, MetricsNames};
+use napi::bindgen_prelude::Either;
 use napi_derive::napi;
 
 use crate::error::invalid;
@@ -19,12 +20,15 @@ pub struct LockOpts {
     pub owner: Option<String>,
 }
 
-/// Client options as JS passes them; absent values keep core's defaults (5 s each).
+/// Client options as JS passes them; absent values keep core's defaults (5 s each, metrics on, no lock names).
 #[napi(object)]
 #[derive(Debug, Default)]
 pub struct ConnectOpts {
     pub connect_timeout_ms: Option<f64>,
     pub request_timeout_ms: Option<f64>,
+    pub metrics: Option<bool>,
+    /// `true`: every lock name (capped in core); `false`: none; a list: those names only.
+    pub metrics_names: Option<Either<bool, Vec<String>>>,
 }
 
 pub(crate) fn client_options(o: Option<ConnectOpts>) -> napi::Result<ClientOptions> {
@@ -35,6 +39,14 @@ pub(crate) fn client_options(o: Option<ConnectOpts>) -> napi::Result<ClientOptio
     }
     if let Some(t) = o.request_timeout_ms {
         opts = opts.request_timeout(millis("requestTimeoutMs", t)?);
+    }
+    if let Some(on) = o.metrics {
+        opts = opts.metrics(on);
+    }
+    match o.metrics_names {
+        Some(Either::A(true)) => opts = opts.metrics_names(MetricsNames::All),
+        Some(Either::A(false)) | None => {}
+        Some(Either::B(names)) => opts = opts.metrics_names(MetricsNames::Only(names.into_iter().collect())),
     }
     Ok(opts)
 }
