@@ -217,7 +217,7 @@ mod tests {
     }
 
     #[test]
-    fn the_family_names_codes_as_grpc_go_does() {
+    fn the_family_names_codes_as_tonic_does() {
         let calls = GrpcCalls::new();
         calls.record("v3lockpb.Lock/Lock", Code::Ok);
         calls.record("v3lockpb.Lock/Lock", Code::Ok);
