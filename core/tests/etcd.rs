@@ -163,6 +163,7 @@ async fn a_lock_held_by_etcdctl_excludes_fencelock() {
     assert!(client.try_lock(&name, &LockOptions::default()).await.unwrap().is_none());
     let info = client.inspect(&name).await.unwrap();
     assert_eq!(info.holder.as_deref(), Some(key.as_str()));
+    assert_eq!(info.waiters, Some(0));
 
     let waiting = {
         let (client, name) = (client.clone(), name.clone());
@@ -170,6 +171,7 @@ async fn a_lock_held_by_etcdctl_excludes_fencelock() {
     };
     etcd.until_count(&format!("{name}/"), 2).await;
     assert!(!waiting.is_finished());
+    assert_eq!(client.inspect(&name).await.unwrap().waiters, Some(1), "the key queued behind etcdctl's");
     interrupt(child).await;
     let lease = timeout(BOUND, waiting).await.expect("the waiter gets the lock when etcdctl lets go").unwrap().unwrap();
     assert!(lease.fence() > info.last_token.unwrap());
