@@ -171,7 +171,10 @@ mod tests {
         );
         // Expired or freed: no holder, but the counter is still reported.
         assert_eq!(lock_info(Some((Some("c:o".into()), -3, 7))).holder, None);
-        assert_eq!(lock_info(Some((None, 0, 9))), LockInfo { holder: None, remaining: None, last_token: Some(9), waiters: None });
+        assert_eq!(
+            lock_info(Some((None, 0, 9))),
+            LockInfo { holder: None, remaining: None, last_token: Some(9), waiters: None }
+        );
         assert_eq!(holder_ttl(Some(-5)), Some(Duration::ZERO));
         assert_eq!(holder_ttl(None), None);
         assert_eq!(micros(Duration::from_millis(2)), 2_000);
