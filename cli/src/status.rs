@@ -112,6 +112,9 @@ mod tests {
         lease.release().await.unwrap();
         let free = render("x", &client.inspect("x").await.unwrap());
         assert_eq!(free, format!("name: x\nheld by: nobody\nlast token: {}\nwaiters: unknown\n", lease.fence()));
-        assert_eq!(one_line(&free), format!("name: x\theld by: nobody\tlast token: {}\twaiters: unknown\n", lease.fence()));
+        assert_eq!(
+            one_line(&free),
+            format!("name: x\theld by: nobody\tlast token: {}\twaiters: unknown\n", lease.fence())
+        );
     }
 }

@@ -230,10 +230,7 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            [
-                ("v3lockpb.Lock/Lock".into(), "Ok".into(), 2.0),
-                ("v3lockpb.Lock/Unlock".into(), "NotFound".into(), 1.0)
-            ]
+            [("v3lockpb.Lock/Lock".into(), "Ok".into(), 2.0), ("v3lockpb.Lock/Unlock".into(), "NotFound".into(), 1.0)]
         );
     }
 }

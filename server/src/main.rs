@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
+use fencelock::{ClientOptions, MetricsNames};
+use fencelockd::grpc_calls::GrpcCalls;
 use fencelockd::registry::{Limits, Registry};
 use fencelockd::users::Users;
-use fencelockd::grpc_calls::GrpcCalls;
 use fencelockd::{metrics, serve, transport};
-use fencelock::{ClientOptions, MetricsNames};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -35,8 +35,7 @@ impl Sources {
         let mut out = self.registry.client().metrics().families();
         let mut leases = Family::new("fencelockd_leases", "Leases held now, etcd and native", FamilyKind::Gauge);
         leases.value(&[], self.registry.leases() as f64);
-        let mut waiters =
-            Family::new("fencelockd_waiters", "Lock calls waiting for their lock now", FamilyKind::Gauge);
+        let mut waiters = Family::new("fencelockd_waiters", "Lock calls waiting for their lock now", FamilyKind::Gauge);
         waiters.value(&[], self.registry.waiting_locks() as f64);
         out.extend([leases, waiters, self.calls.family()]);
         out

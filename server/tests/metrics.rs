@@ -4,7 +4,6 @@
 
 mod support;
 
-
 use fencelockd::proto::etcdserverpb::LeaseGrantRequest;
 use fencelockd::proto::v3lockpb::{LockRequest, UnlockRequest};
 use support::{Daemon, backends, unique, within};
@@ -49,7 +48,8 @@ async fn lock_unlock_and_a_refused_call_are_counted_with_core_families() {
         let scheme = url.split(':').next().unwrap();
         let lease = d.leases().lease_grant(LeaseGrantRequest { ttl: 10, id: 0 }).await.unwrap().into_inner().id;
         let name = unique("metrics");
-        let key = d.locks().lock(LockRequest { name: name.clone().into_bytes(), lease }).await.unwrap().into_inner().key;
+        let key =
+            d.locks().lock(LockRequest { name: name.clone().into_bytes(), lease }).await.unwrap().into_inner().key;
 
         let held = scrape(&at).await;
         assert_eq!(value(&held, "fencelockd_leases"), Some(1.0), "{url}: {held}");
