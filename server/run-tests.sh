@@ -7,7 +7,9 @@
 # (FENCELOCK_TEST_CA, _CLIENT_CERT/_KEY, _OTHER_CERT/_KEY, _ROGUE_CERT/_KEY), the same Go client over TLS and mutual
 # TLS (clientv3's Config.TLS): clients without a certificate or with the wrong CA's refused, and a second identity
 # refused every use of the first one's lease; and with a users file (--users), etcd's password authentication
-# (clientv3's Username and Password) with the same refusal between two users. Prints `N passed, N failed`.
+# (clientv3's Username and Password) with the same refusal between two users. Last, `--metrics-listen`'s scrape after
+# the Go client's calls, parsed by a real Prometheus parser (prometheus_client's, in the Python stage's venv
+# target/python/venv, else a venv of its own; installed from PyPI if missing). Prints `N passed, N failed`.
 # Usage: server/run-tests.sh [--no-build]
 set -euo pipefail
 
@@ -241,10 +243,53 @@ users_suite() { # over Redis, plaintext: etcd's Auth.Authenticate with a users f
     wait "$DAEMON" || true
 }
 
+# A venv with prometheus_client: the Python stage's (it makes target/python/venv afresh each run), else our own.
+prometheus_python() {
+    local venv=$ROOT/target/python/venv
+    [[ -x $venv/bin/python ]] || venv=$ROOT/target/server/venv
+    [[ -x $venv/bin/python ]] || python3 -m venv "$venv" >&2
+    "$venv/bin/python" -c 'import prometheus_client' 2>/dev/null ||
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check prometheus_client >&2
+    echo "$venv/bin/python"
+}
+
+metrics_suite() { # over Redis: the Go client's calls, then GET /metrics through prometheus_client's parser
+    local url=$FENCELOCK_TEST_REDIS name="fencelockd-go-metrics-$RANDOM$RANDOM" log="$WORK/metrics-daemon.log" py rc
+    echo "--- metrics ($url)"
+    py=$(prometheus_python)
+    start_daemon "$url" "$log" --metrics-listen 127.0.0.1:0
+    wait_for "$log.out" '^metrics on ' 10
+    local at
+    at=$(sed -n 's/^metrics on //p' "$log.out")
+    "$WORK/goclient" -endpoint "$ADDR" -name "$name" -ttl "$TTL" -mode worker -iterations 2 >/dev/null 2>&1 || true
+    rc=0
+    "$py" - "http://$at/metrics" >"$WORK/metrics.check" 2>&1 <<'PY' || rc=$?
+import sys, urllib.request
+from prometheus_client.parser import text_string_to_metric_families
+text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+families = {f.name: f for f in text_string_to_metric_families(text)}
+def value(family, sample, **labels):
+    return sum(s.value for s in families[family].samples if s.name == sample and s.labels == labels)
+calls = value("fencelockd_grpc_requests", "fencelockd_grpc_requests_total", method="v3lockpb.Lock/Lock", code="Ok")
+unlocks = value("fencelockd_grpc_requests", "fencelockd_grpc_requests_total", method="v3lockpb.Lock/Unlock", code="Ok")
+acquired = value("fencelock_acquire_wait_seconds", "fencelock_acquire_wait_seconds_count", backend="redis",
+                 outcome="acquired")
+assert families["fencelockd_grpc_requests"].type == "counter", families["fencelockd_grpc_requests"].type
+assert families["fencelock_backend_op_seconds"].type == "histogram"
+assert calls == 2 and unlocks == 2, (calls, unlocks)
+assert acquired == 2, acquired
+print(f"{len(families)} families; Lock OK {calls:g}, Unlock OK {unlocks:g}, acquired {acquired:g}")
+PY
+    check "metrics: prometheus_client parses /metrics: $(tail -n1 "$WORK/metrics.check")" test "$rc" = 0
+    kill -TERM "$DAEMON"
+    wait "$DAEMON" || true
+}
+
 suite redis "$FENCELOCK_TEST_REDIS"
 suite zk "$FENCELOCK_TEST_ZK"
 tls_suite
 users_suite
+metrics_suite
 
 echo "server: $PASSED passed, $FAILED failed"
 ((FAILED == 0))

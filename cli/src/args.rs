@@ -18,7 +18,8 @@ pub enum Command {
     /// Run CMD while holding lock NAME, then release it; exits with CMD's status.
     #[command(after_help = RUN_EXIT_CODES)]
     Run(RunArgs),
-    /// Print who holds lock NAME, for how long, and the last fencing token handed out.
+    /// Print who holds lock NAME, for how long, the last fencing token handed out and its waiters; with --watch,
+    /// again every --interval seconds until interrupted.
     Status(StatusArgs),
     /// Delete lock NAME whoever holds it (an operator's tool; the holder loses its lease).
     Release(ReleaseArgs),
@@ -76,6 +77,12 @@ pub struct RunArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     pub backend: Backend,
+    /// Refresh until interrupted: redrawn in place on a terminal, else one tab-separated line per refresh
+    #[arg(long)]
+    pub watch: bool,
+    /// Seconds between refreshes with --watch (decimals allowed)
+    #[arg(long, value_name = "S", default_value = "1", requires = "watch", value_parser = parse_interval)]
+    pub interval: Duration,
     /// Lock name
     #[arg(value_parser = parse_name)]
     pub name: String,
@@ -121,6 +128,15 @@ fn parse_ttl(s: &str) -> Result<Duration, String> {
     Ok(ttl)
 }
 
+/// A refresh interval: at least 10 ms, at most a day.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let interval = parse_seconds(s)?;
+    if !(Duration::from_millis(10)..=Duration::from_secs(86_400)).contains(&interval) {
+        return Err(format!("the interval must be between 0.01 and 86400 s, got {s}"));
+    }
+    Ok(interval)
+}
+
 /// A wait timeout: any non-negative number of seconds, capped so deadline arithmetic cannot overflow.
 fn parse_timeout(s: &str) -> Result<Duration, String> {
     let timeout = parse_seconds(s)?;
@@ -146,6 +162,10 @@ mod tests {
         for bad in ["-0.5", "x", "1e30"] {
             assert!(parse_timeout(bad).is_err(), "timeout {bad:?} was accepted");
         }
+        assert_eq!(parse_interval("0.2"), Ok(Duration::from_millis(200)));
+        for bad in ["0", "0.001", "-1", "x", "1e9"] {
+            assert!(parse_interval(bad).is_err(), "interval {bad:?} was accepted");
+        }
     }
 
     #[test]
@@ -153,6 +173,15 @@ mod tests {
         assert!(parse_name("").unwrap_err().contains("empty"));
         assert!(parse_name(&"n".repeat(513)).unwrap_err().contains("513 bytes"));
         assert_eq!(parse_name("jobs/nightly").as_deref(), Ok("jobs/nightly"));
+    }
+
+    #[test]
+    fn interval_needs_watch_and_defaults_to_a_second() {
+        let cli = Cli::try_parse_from(["fencelock", "status", "--watch", "x"]).unwrap();
+        let Command::Status(status) = cli.command else { panic!("not status") };
+        assert!(status.watch);
+        assert_eq!(status.interval, Duration::from_secs(1));
+        assert!(Cli::try_parse_from(["fencelock", "status", "--interval", "2", "x"]).is_err());
     }
 
     #[test]

@@ -379,7 +379,13 @@ fn status_shows_holder_remaining_and_token() {
     let status = s.status("x");
     assert_eq!(
         status,
-        [("name".into(), "x".into()), ("held by".into(), "nobody".into()), ("last token".into(), "none".into())]
+        [
+            ("name".into(), "x".into()),
+            ("held by".into(), "nobody".into()),
+            ("last token".into(), "none".into()),
+            // SQLite has no waiter table to count.
+            ("waiters".into(), "unknown".into())
+        ]
     );
 
     let mut holder = Proc::spawn(
@@ -388,7 +394,7 @@ fn status_shows_holder_remaining_and_token() {
     let token = holder.expect_stdout("token ").trim_start_matches("token ").to_string();
     let status = s.status("x");
     let keys: Vec<&str> = status.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(keys, ["name", "held by", "remaining", "last token"]);
+    assert_eq!(keys, ["name", "held by", "remaining", "last token", "waiters"]);
     assert!(status[1].1.ends_with(&format!(":run-{}@{}", holder.pid(), hostname())), "{status:?}");
     let remaining: f64 = status[2].1.strip_suffix('s').unwrap().parse().unwrap();
     assert!(remaining > 0.0 && remaining <= 20.0, "{status:?}");
@@ -477,4 +483,45 @@ fn redis_force_release_refuses_a_key_that_is_not_a_lock_record() {
     let out = s.output("run", &[&lock, "--", "sh", "-c", "echo $FENCELOCK_TOKEN"]);
     let next: u64 = text(&out.stdout).trim().parse().unwrap();
     assert!(next > token.parse().unwrap(), "tokens went on from the counter");
+}
+
+#[test]
+fn status_watch_prints_a_line_per_refresh_as_the_holder_changes() {
+    let s = Scratch::new();
+    watch_sees_changes(&s, "watched", "waiters: unknown");
+    if let Some(s) = Scratch::served("FENCELOCK_TEST_REDIS") {
+        // Redis counts the clients subscribed to the lock's channel: the one `run` waiting below.
+        watch_sees_changes(&s, &s.unique("watched"), "waiters: 1");
+    }
+}
+
+fn watch_sees_changes(s: &Scratch, lock: &str, one_waiting: &str) {
+    let field = |line: &str, key: &str| {
+        let found = line.split('\t').find_map(|f| f.strip_prefix(key)?.strip_prefix(": ").map(str::to_string));
+        found.unwrap_or_else(|| panic!("no {key:?} in {line:?}"))
+    };
+    let first_holder = hold(s, lock);
+    let first = s.holder(lock);
+    let mut watch = Proc::spawn(s.cmd("status", &["--watch", "--interval", "0.2", lock]));
+    let line = watch.expect_stdout(&format!("held by: {first}"));
+    assert_eq!(field(&line, "name"), lock, "{line}");
+    let first_token: u64 = field(&line, "last token").parse().unwrap();
+    assert!(line.contains("\tremaining: "), "{line}");
+
+    // Another holder, and a contender waiting behind it: the watch's later lines show both.
+    assert_eq!(code(first_holder.finish().status), 0);
+    let second_holder = hold(s, lock);
+    let second = s.holder(lock);
+    assert_ne!(first, second);
+    let waiting = Proc::spawn(s.cmd("run", &[lock, "--", "true"]));
+    let line = watch.expect_stdout(&format!("held by: {second}"));
+    let second_token: u64 = field(&line, "last token").parse().unwrap();
+    assert!(second_token > first_token, "{line}: the token rose past {first_token}");
+    watch.expect_stdout(one_waiting);
+
+    watch.signal("TERM");
+    let out = watch.finish();
+    assert_eq!(code(out.status), 0, "{}", text(&out.stderr));
+    drop(second_holder);
+    drop(waiting);
 }

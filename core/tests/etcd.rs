@@ -170,6 +170,7 @@ async fn a_lock_held_by_etcdctl_excludes_fencelock() {
     };
     etcd.until_count(&format!("{name}/"), 2).await;
     assert!(!waiting.is_finished());
+    assert_eq!(client.inspect(&name).await.unwrap().waiters, Some(1), "the key queued behind etcdctl's");
     interrupt(child).await;
     let lease = timeout(BOUND, waiting).await.expect("the waiter gets the lock when etcdctl lets go").unwrap().unwrap();
     assert!(lease.fence() > info.last_token.unwrap());

@@ -108,6 +108,30 @@ fn is_curator_node(name: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_counts_the_nodes_queued_behind_the_holder() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let client = Client::connect(&url).await.unwrap();
+    let dir = raw.path("waiters");
+    let lease = client.lock(&dir, &fast()).await.unwrap();
+    assert_eq!(client.inspect(&dir).await.unwrap().waiters, Some(0));
+    let other = Client::connect(&url).await.unwrap();
+    let waiting = {
+        let dir = dir.clone();
+        tokio::spawn(async move { other.lock(&dir, &fast()).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while raw.children(&dir).await.len() < 2 {
+        assert!(Instant::now() < deadline, "the second contender never queued its node");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(client.inspect(&dir).await.unwrap().waiters, Some(1));
+    lease.release().await.unwrap();
+    let next = waiting.await.unwrap().unwrap();
+    assert_eq!(client.inspect(&dir).await.unwrap().waiters, Some(0));
+    next.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_follow_the_curator_layout() {
     let Some((url, raw)) = Raw::open().await else { return };
     let client = Client::connect(&url).await.unwrap();

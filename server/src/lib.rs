@@ -11,9 +11,13 @@
 //! - `users` — optional etcd-style password authentication (`--users`): `Auth.Authenticate` and its tokens.
 //! - `transport` — server TLS and mutual TLS from the flags; the warning for plaintext off loopback.
 //! - `serve` — the server with health and reflection, and the shutdown order.
+//! - `grpc_calls` — gRPC calls counted by method and status code (a tower layer around every service).
+//! - `metrics` — `--metrics-listen`: Prometheus text at `GET /metrics`, core's families and fencelockd's own.
 
 pub mod etcd;
+pub mod grpc_calls;
 pub mod identity;
+pub mod metrics;
 pub mod native;
 /// The generated gRPC code, shared with the etcd backend (crate `fencelock-proto`).
 pub use fencelock_proto as proto;

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
+use fencelock::{ClientOptions, MetricsNames};
+use fencelockd::grpc_calls::GrpcCalls;
 use fencelockd::registry::{Limits, Registry};
 use fencelockd::users::Users;
-use fencelockd::{serve, transport};
+use fencelockd::{metrics, serve, transport};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -55,6 +57,15 @@ struct Args {
     /// Most Lock calls (etcd and native) waiting for their lock at once; past it Lock fails with RESOURCE_EXHAUSTED.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     max_waiters: u64,
+    /// Serve Prometheus metrics at `GET /metrics` on this address (off by default; port 0 = any free port, printed on
+    /// stdout as `metrics on ADDR`). Unauthenticated: keep it on loopback or a private network. It carries no secrets
+    /// and no lock names unless --metrics-names opts them in.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+    /// Lock names that get series of their own on /metrics: `all` (at most 1000 names, the rest summed as `_other`)
+    /// or a comma-separated list. Without it no lock name appears.
+    #[arg(long, value_name = "all|NAME,...", requires = "metrics_listen", value_parser = metrics::parse_names)]
+    metrics_names: Option<MetricsNames>,
     /// Log format on stderr (level from RUST_LOG, default info).
     #[arg(long, value_enum, default_value = "json")]
     log_format: LogFormat,
@@ -98,7 +109,8 @@ async fn main() -> ExitCode {
     }
 
     let url = args.backend.unwrap_or_else(fencelock::default_url);
-    let client = match fencelock::Client::connect(&url).await {
+    let options = ClientOptions::default().metrics_names(args.metrics_names.clone().unwrap_or(MetricsNames::None));
+    let client = match fencelock::Client::connect_with(&url, &options).await {
         Ok(c) => c,
         Err(e) => {
             // The URL may carry a password: logs show it redacted, as the error itself does.
@@ -129,12 +141,33 @@ async fn main() -> ExitCode {
         auth,
         "fencelockd serving"
     );
+    let metrics_listener = match args.metrics_listen {
+        Some(at) => match tokio::net::TcpListener::bind(at).await {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::error!(metrics_listen = %at, error = %e, "cannot listen for metrics");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     println!("listening on {addr}");
 
     let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
     let limits = Limits { max_leases: size(args.max_leases), max_waiters: size(args.max_waiters) };
     let registry = Registry::new(client, limits);
-    match serve::serve(registry, incoming, tls, users, stop_signal()).await {
+    let calls = std::sync::Arc::new(GrpcCalls::new());
+    if let Some(listener) = metrics_listener {
+        let at = listener.local_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
+        if let Some(warning) = metrics::exposure_warning(&listener) {
+            tracing::warn!("{warning}");
+        }
+        tracing::info!(metrics_listen = %at, "serving Prometheus metrics at /metrics");
+        println!("metrics on {at}");
+        let sources = metrics::Sources { registry: registry.clone(), calls: calls.clone() };
+        tokio::spawn(metrics::serve(listener, sources));
+    }
+    match serve::serve(registry, incoming, tls, users, calls, stop_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "server failed");

@@ -10,6 +10,7 @@ use tonic::transport::{Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 
 use crate::etcd::{EtcdLeases, EtcdLocks};
+use crate::grpc_calls::GrpcCalls;
 use crate::native::NativeLocks;
 use crate::proto::DESCRIPTORS;
 use crate::proto::etcdserverpb::auth_server::AuthServer;
@@ -27,12 +28,13 @@ pub const SERVICES: [&str; 3] = ["etcdserverpb.Lease", "v3lockpb.Lock", "fencelo
 
 /// Serves on `incoming` (over TLS if `tls` is given, see `transport::server_tls`; with etcd's `Auth.Authenticate`
 /// and a token required on every lease and lock call if `users` is given) until `stop` resolves, then shuts down as
-/// documented in the README.
+/// documented in the README. Every call is counted in `calls`, by method and status code.
 pub async fn serve(
     registry: Arc<Registry>,
     incoming: TcpIncoming,
     tls: Option<ServerTlsConfig>,
     users: Option<Arc<Users>>,
+    calls: Arc<GrpcCalls>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -72,6 +74,7 @@ pub async fn serve(
     }
     let auth = Authenticator(users.clone());
     let server = builder
+        .layer(calls.layer())
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

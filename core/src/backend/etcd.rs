@@ -330,8 +330,10 @@ impl Backend for EtcdBackend {
 
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
         let owner = self.rpc.range(ops::first_created(&prefix_of(name))).await.map_err(|e| self.err(e))?;
+        // A range's count is of every key under the prefix, whatever its limit: the holder and those behind it.
+        let waiters = Some(owner.count.saturating_sub(1).max(0) as u64);
         let Some(kv) = owner.kvs.into_iter().next() else {
-            return Ok(LockInfo { holder: None, remaining: None, last_token: None });
+            return Ok(LockInfo { holder: None, remaining: None, last_token: None, waiters });
         };
         let remaining = match kv.lease {
             0 => None,
@@ -344,6 +346,7 @@ impl Backend for EtcdBackend {
             holder: Some(String::from_utf8_lossy(&kv.key).into_owned()),
             remaining,
             last_token: Some(kv.create_revision as u64),
+            waiters,
         })
     }
 

@@ -134,6 +134,7 @@ impl Backend for MemoryBackend {
             remaining: holder.as_ref().and(rec.and_then(|r| r.expires)).map(|e| e - now),
             holder,
             last_token: rec.map(|r| r.counter).filter(|&c| c > 0),
+            waiters: None,
         })
     }
 

@@ -207,6 +207,10 @@ pub struct LockInfo {
     pub remaining: Option<Duration>,
     /// The last fencing token handed out for this name, if any.
     pub last_token: Option<u64>,
+    /// Contenders waiting for it, where the backend counts them in one cheap read; `None`: it cannot say. Redis
+    /// counts the clients subscribed to the lock's release channel (one per client however many of its calls
+    /// wait); etcd and ZooKeeper the queued keys or nodes behind the holder.
+    pub waiters: Option<u64>,
 }
 
 /// One lock store. Every method is a few round trips at most and is safe to cancel.

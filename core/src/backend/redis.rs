@@ -165,6 +165,8 @@ pub(crate) trait Deployment: Send + Sync + fmt::Debug + Sized + 'static {
     type PubSub: Listen<Error = RedisError> + fmt::Debug;
     /// The command the release scripts publish with (`publish`, or `spublish` for sharded pub/sub).
     const PUBLISH: &'static str;
+    /// The `PUBSUB` subcommand counting a channel's subscribers, where one node can answer for all of them.
+    const NUMSUB: Option<&'static str>;
 
     /// Connects the command connection; errors are this crate's, naming the URL without secrets.
     fn connect(url: &str, opts: &ClientOptions) -> impl Future<Output = Result<(Self, Self::Conn)>> + Send;
@@ -279,6 +281,7 @@ impl Deployment for Server {
     type Conn = ConnectionManager;
     type PubSub = PubSub;
     const PUBLISH: &'static str = "publish";
+    const NUMSUB: Option<&'static str> = Some("NUMSUB");
 
     async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ConnectionManager)> {
         Server::open(url, &parse(url)?, opts).await
@@ -461,10 +464,25 @@ impl<D: Deployment> Backend for RedisLock<D> {
             .await
             .map_err(|e| self.err(e))?;
         let holder = fields.into_keys().next();
+        // Waiters subscribe to the release channel (one subscription per client, however many of its calls wait).
+        let waiters = match D::NUMSUB {
+            Some(sub) => {
+                let channel = D::channel(name);
+                let mut counts: HashMap<String, u64> = redis::cmd("PUBSUB")
+                    .arg(sub)
+                    .arg(&channel)
+                    .query_async(&mut self.conn.clone())
+                    .await
+                    .map_err(|e| self.err(e))?;
+                Some(counts.remove(&channel).unwrap_or(0))
+            }
+            None => None,
+        };
         Ok(LockInfo {
             remaining: holder.as_ref().and((pttl >= 0).then(|| Duration::from_millis(pttl as u64))),
             holder,
             last_token: token,
+            waiters,
         })
     }
 

@@ -204,6 +204,8 @@ impl Deployment for Cluster {
     type PubSub = PubSub;
     // Sharded pub/sub: the message stays on the lock's shard, where its waiters SSUBSCRIBE.
     const PUBLISH: &'static str = "spublish";
+    // SHARDNUMSUB must reach the channel's shard, which the cluster router does not know for PUBSUB: unknown.
+    const NUMSUB: Option<&'static str> = None;
 
     async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ClusterConnection)> {
         let shown = redact(url);

@@ -297,7 +297,8 @@ impl Backend for RedlockBackend {
         let results = self.on_all(|b| async move { b.inspect(name).await }).await;
         let infos = self.majority_answers("answered", results)?;
         let (holder, remaining) = self.majority_holder(&infos);
-        Ok(LockInfo { holder, remaining, last_token: infos.iter().filter_map(|i| i.last_token).max() })
+        // Each instance counts its own subscribers; which of them is right is no majority question.
+        Ok(LockInfo { holder, remaining, last_token: infos.iter().filter_map(|i| i.last_token).max(), waiters: None })
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {

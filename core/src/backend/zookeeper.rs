@@ -245,13 +245,16 @@ impl Backend for ZkBackend {
         let dir = lock_dir(name)?;
         let zk = s.client().await?;
         for _ in 0..TRIES {
-            let Some(first) = s.queue_of(&zk, &dir).await.map_err(|e| s.err(e))?.into_iter().next() else {
-                return Ok(LockInfo { holder: None, remaining: None, last_token: None });
+            let queue = s.queue_of(&zk, &dir).await.map_err(|e| s.err(e))?;
+            // The children behind the first (the holder) are waiting.
+            let waiters = Some(queue.len().saturating_sub(1) as u64);
+            let Some(first) = queue.into_iter().next() else {
+                return Ok(LockInfo { holder: None, remaining: None, last_token: None, waiters });
             };
             match s.rpc(zk.get_data(&format!("{dir}/{first}"))).await {
                 Ok((data, stat)) => {
                     let holder = Some(String::from_utf8_lossy(&data).into_owned());
-                    return Ok(LockInfo { holder, remaining: None, last_token: Some(stat.czxid as u64) });
+                    return Ok(LockInfo { holder, remaining: None, last_token: Some(stat.czxid as u64), waiters });
                 }
                 Err(zk::Error::NoNode) => continue,
                 Err(e) => return Err(s.err(e)),

@@ -82,7 +82,7 @@ impl Backend for Scripted {
     }
 
     async fn inspect(&self, _name: &str) -> Result<LockInfo> {
-        Ok(LockInfo { holder: None, remaining: None, last_token: None })
+        Ok(LockInfo { holder: None, remaining: None, last_token: None, waiters: None })
     }
 
     async fn fence_write(&self, _resource: &str, _token: u64, _value: &[u8]) -> Result<()> {

@@ -85,6 +85,8 @@ pub struct Daemon {
     pub addr: String,
     pub channel: Channel,
     pub backend: String,
+    /// The rest of fencelockd's stdout (kept open: a closed pipe would fail its later lines).
+    pub stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
 }
 
 impl Daemon {
@@ -112,7 +114,7 @@ impl Daemon {
             .expect("fencelockd printed a line");
         let addr = line.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
         let channel = connect(addr, tls).await.expect("connect");
-        Daemon { child, addr: addr.to_string(), channel, backend: backend.to_string() }
+        Daemon { child, addr: addr.to_string(), channel, backend: backend.to_string(), stdout: lines }
     }
 
     /// Another connection to this fencelockd, over TLS with `tls` (plaintext if `None`).

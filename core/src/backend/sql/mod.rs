@@ -120,13 +120,15 @@ pub(super) fn holder_ttl(left_us: Option<i64>) -> Option<Duration> {
 /// What a lock row says: `(holder, remaining µs, fence)`, or no row for a name never locked.
 pub(super) fn lock_info(row: Option<(Option<String>, i64, i64)>) -> LockInfo {
     let Some((holder, left, fence)) = row else {
-        return LockInfo { holder: None, remaining: None, last_token: None };
+        return LockInfo { holder: None, remaining: None, last_token: None, waiters: None };
     };
     let live = holder.is_some() && left > 0;
     LockInfo {
         holder: holder.filter(|_| live),
         remaining: live.then(|| Duration::from_micros(left as u64)),
         last_token: Some(fence as u64),
+        // SQL backends poll: no waiter table to count.
+        waiters: None,
     }
 }
 
@@ -156,15 +158,23 @@ mod tests {
 
     #[test]
     fn rows_mean_the_same_everywhere() {
-        assert_eq!(lock_info(None), LockInfo { holder: None, remaining: None, last_token: None });
+        assert_eq!(lock_info(None), LockInfo { holder: None, remaining: None, last_token: None, waiters: None });
         let live = lock_info(Some((Some("c:o".into()), 1_500, 7)));
         assert_eq!(
             live,
-            LockInfo { holder: Some("c:o".into()), remaining: Some(Duration::from_micros(1_500)), last_token: Some(7) }
+            LockInfo {
+                holder: Some("c:o".into()),
+                remaining: Some(Duration::from_micros(1_500)),
+                last_token: Some(7),
+                waiters: None
+            }
         );
         // Expired or freed: no holder, but the counter is still reported.
         assert_eq!(lock_info(Some((Some("c:o".into()), -3, 7))).holder, None);
-        assert_eq!(lock_info(Some((None, 0, 9))), LockInfo { holder: None, remaining: None, last_token: Some(9) });
+        assert_eq!(
+            lock_info(Some((None, 0, 9))),
+            LockInfo { holder: None, remaining: None, last_token: Some(9), waiters: None }
+        );
         assert_eq!(holder_ttl(Some(-5)), Some(Duration::ZERO));
         assert_eq!(holder_ttl(None), None);
         assert_eq!(micros(Duration::from_millis(2)), 2_000);
