@@ -14,11 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub use self::histogram::{BUCKET_BOUNDS, Bucket, HistogramSnapshot};
+pub use self::histogram::{BUCKET_BOUNDS, Bucket, Histogram, HistogramSnapshot};
 pub use self::names::{MAX_NAMED_SERIES, MetricsNames, OTHER_NAMES};
 pub use self::snapshot::{Family, FamilyKind, MetricsSnapshot, NameSnapshot, Sample, families_json, prometheus_text};
 
-use self::histogram::Histogram;
 use self::names::{NameStats, Names};
 use crate::error::{ErrorKind, Result};
 

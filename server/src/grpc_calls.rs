@@ -1,4 +1,5 @@
-//! gRPC calls counted by method and status code: a tower layer around every tonic service, for `/metrics`.
+//! gRPC calls counted by method and status code, and timed by method (until the status: a stream's whole life): a
+//! tower layer around every tonic service, for `/metrics`.
 //!
 //! The code is read where gRPC puts it: the response headers of a trailers-only answer (every error tonic returns
 //! from a unary call), else the trailers at the end of the body (OK, and every streaming call). A body dropped before
@@ -10,9 +11,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
-use fencelock::metrics::{Family, FamilyKind};
+use fencelock::metrics::{Family, FamilyKind, Histogram};
 use http::{HeaderMap, Request, Response};
 use http_body::{Frame, SizeHint};
 use prost::Message as _;
@@ -38,6 +40,7 @@ const LABELLED: [&str; 7] = [
 pub struct GrpcCalls {
     methods: BTreeSet<String>,
     counts: Mutex<BTreeMap<(String, i32), u64>>,
+    latency: Mutex<BTreeMap<String, Arc<Histogram>>>,
 }
 
 impl Default for GrpcCalls {
@@ -65,7 +68,7 @@ impl GrpcCalls {
         for service in &LABELLED[5..] {
             methods.insert(format!("{service}/ServerReflectionInfo"));
         }
-        GrpcCalls { methods, counts: Mutex::default() }
+        GrpcCalls { methods, counts: Mutex::default(), latency: Mutex::default() }
     }
 
     /// The method label of a request path (`/etcdserverpb.Lease/LeaseGrant` → `etcdserverpb.Lease/LeaseGrant`).
@@ -74,9 +77,12 @@ impl GrpcCalls {
         if self.methods.contains(method) { method.to_string() } else { UNKNOWN_METHOD.to_string() }
     }
 
-    fn record(&self, method: &str, code: Code) {
+    fn record(&self, method: &str, code: Code, started: Instant) {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         *counts.entry((method.to_string(), code as i32)).or_default() += 1;
+        drop(counts);
+        let mut latency = self.latency.lock().unwrap_or_else(|e| e.into_inner());
+        latency.entry(method.to_string()).or_default().observe(started.elapsed());
     }
 
     /// `fencelockd_grpc_requests_total{method,code}`; codes by tonic's names (`Ok`, `NotFound`).
@@ -89,6 +95,20 @@ impl GrpcCalls {
         let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         for ((method, code), n) in counts.iter() {
             f.value(&[("method", method), ("code", &format!("{:?}", Code::from_i32(*code)))], *n as f64);
+        }
+        f
+    }
+
+    /// `fencelockd_grpc_request_seconds{method}`: from the request to its status.
+    pub fn latency_family(&self) -> Family {
+        let mut f = Family::new(
+            "fencelockd_grpc_request_seconds",
+            "gRPC call time from request to status (a stream's whole life), by method",
+            FamilyKind::Histogram,
+        );
+        let latency = self.latency.lock().unwrap_or_else(|e| e.into_inner());
+        for (method, h) in latency.iter() {
+            f.histogram(&[("method", method)], &h.snapshot());
         }
         f
     }
@@ -136,15 +156,15 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let method = self.calls.method_of(req.uri().path());
-        let calls = self.calls.clone();
+        let (calls, started) = (self.calls.clone(), Instant::now());
         let call = self.inner.call(req);
         Box::pin(async move {
             let response = call.await?;
             if let Some(code) = code_in(response.headers()) {
-                calls.record(&method, code);
+                calls.record(&method, code, started);
                 return Ok(response);
             }
-            Ok(response.map(|body| Body::new(CountedBody { inner: body, pending: Some((calls, method)) })))
+            Ok(response.map(|body| Body::new(CountedBody { inner: body, pending: Some((calls, method, started)) })))
         })
     }
 }
@@ -152,13 +172,13 @@ where
 /// A response body that records its call's code from the trailers, or `Cancelled` if dropped before them.
 struct CountedBody {
     inner: Body,
-    pending: Option<(Arc<GrpcCalls>, String)>,
+    pending: Option<(Arc<GrpcCalls>, String, Instant)>,
 }
 
 impl CountedBody {
     fn finish(&mut self, code: Code) {
-        if let Some((calls, method)) = self.pending.take() {
-            calls.record(&method, code);
+        if let Some((calls, method, started)) = self.pending.take() {
+            calls.record(&method, code, started);
         }
     }
 }
@@ -218,10 +238,10 @@ mod tests {
 
     #[test]
     fn the_family_names_codes_as_tonic_does() {
-        let calls = GrpcCalls::new();
-        calls.record("v3lockpb.Lock/Lock", Code::Ok);
-        calls.record("v3lockpb.Lock/Lock", Code::Ok);
-        calls.record("v3lockpb.Lock/Unlock", Code::NotFound);
+        let (calls, t0) = (GrpcCalls::new(), Instant::now());
+        calls.record("v3lockpb.Lock/Lock", Code::Ok, t0);
+        calls.record("v3lockpb.Lock/Lock", Code::Ok, t0);
+        calls.record("v3lockpb.Lock/Unlock", Code::NotFound, t0);
         let f = calls.family();
         let got: Vec<(String, String, f64)> = f
             .samples
@@ -232,5 +252,9 @@ mod tests {
             got,
             [("v3lockpb.Lock/Lock".into(), "Ok".into(), 2.0), ("v3lockpb.Lock/Unlock".into(), "NotFound".into(), 1.0)]
         );
+        let latency = calls.latency_family();
+        let counts: Vec<(String, u64)> =
+            latency.samples.iter().map(|s| (s.labels["method"].clone(), s.histogram.as_ref().unwrap().count)).collect();
+        assert_eq!(counts, [("v3lockpb.Lock/Lock".into(), 2), ("v3lockpb.Lock/Unlock".into(), 1)]);
     }
 }

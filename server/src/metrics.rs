@@ -37,7 +37,7 @@ impl Sources {
         leases.value(&[], self.registry.leases() as f64);
         let mut waiters = Family::new("fencelockd_waiters", "Lock calls waiting for their lock now", FamilyKind::Gauge);
         waiters.value(&[], self.registry.waiting_locks() as f64);
-        out.extend([leases, waiters, self.calls.family()]);
+        out.extend([leases, waiters, self.calls.family(), self.calls.latency_family()]);
         out
     }
 }

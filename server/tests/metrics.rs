@@ -72,6 +72,8 @@ async fn lock_unlock_and_a_refused_call_are_counted_with_core_families() {
         assert_eq!(calls("v3lockpb.Lock/Unlock", "Ok"), Some(1.0), "{url}");
         assert_eq!(calls("v3lockpb.Lock/Unlock", &code), Some(1.0), "{url}: the refused Unlock under {code}");
         assert!(text.contains("# TYPE fencelockd_grpc_requests_total counter\n"), "{url}");
+        let unlock_time = "fencelockd_grpc_request_seconds_count{method=\"v3lockpb.Lock/Unlock\"}";
+        assert_eq!(value(&text, unlock_time), Some(2.0), "{url}: both Unlocks timed\n{text}");
         // Core's families of the backend client, through the one mapping.
         let acquired = format!("fencelock_acquire_wait_seconds_count{{backend=\"{scheme}\",outcome=\"acquired\"}}");
         assert_eq!(value(&text, &acquired), Some(1.0), "{url}: {text}");

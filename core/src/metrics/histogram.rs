@@ -23,22 +23,25 @@ const BOUNDS_NS: [u64; 19] = {
     ns
 };
 
-/// The recording side: updated from any thread, read by snapshots.
+/// The recording side: updated from any thread, read by snapshots. Public so that programs built on core
+/// (fencelockd) record their own durations in the same buckets.
 #[derive(Debug, Default)]
-pub(crate) struct Histogram {
+pub struct Histogram {
     buckets: [AtomicU64; BUCKET_BOUNDS.len() + 1],
     sum_ns: AtomicU64,
 }
 
 impl Histogram {
-    pub(crate) fn observe(&self, d: Duration) {
+    /// Counts one duration.
+    pub fn observe(&self, d: Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let i = BOUNDS_NS.partition_point(|&b| b < ns);
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
     }
 
-    pub(crate) fn snapshot(&self) -> HistogramSnapshot {
+    /// The counts so far, cumulative by bound.
+    pub fn snapshot(&self) -> HistogramSnapshot {
         let mut cumulative = 0;
         let mut buckets = Vec::with_capacity(self.buckets.len());
         for (i, b) in self.buckets.iter().enumerate() {
