@@ -7,6 +7,7 @@ mod baseline;
 mod daemon;
 mod handoff;
 mod many;
+mod metrics_cost;
 mod procfs;
 mod report;
 mod stats;
@@ -139,8 +140,10 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
         };
         let run = Run { label: name.into(), url: url.to_string(), raw, targets, many };
         bench(&run, &args, &mut misses).await?;
-        if which == Which::Redlock {
-            print(&versus::run(url, args.phase).await?, &mut misses);
+        match which {
+            Which::Redis => print(&metrics_cost::run(url, args.phase).await?, &mut misses),
+            Which::Redlock => print(&versus::run(url, args.phase).await?, &mut misses),
+            _ => {}
         }
     }
     Ok(misses)
