@@ -7,6 +7,7 @@ mod baseline;
 mod daemon;
 mod handoff;
 mod many;
+mod metrics_cost;
 mod procfs;
 mod report;
 mod stats;
@@ -110,6 +111,7 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
             many: true,
         };
         bench(&run, &args, &mut misses).await?;
+        print(&metrics_cost::run("memory", &run.url, args.phase, None).await?, &mut misses);
     }
     for (which, name, var, _) in SERVERS {
         if !args.wants(which) {
@@ -139,8 +141,12 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
         };
         let run = Run { label: name.into(), url: url.to_string(), raw, targets, many };
         bench(&run, &args, &mut misses).await?;
-        if which == Which::Redlock {
-            print(&versus::run(url, args.phase).await?, &mut misses);
+        match which {
+            Which::Redis => {
+                print(&metrics_cost::run(name, url, args.phase, Some(metrics_cost::REDIS_RATIO)).await?, &mut misses)
+            }
+            Which::Redlock => print(&versus::run(url, args.phase).await?, &mut misses),
+            _ => {}
         }
     }
     Ok(misses)

@@ -15,6 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Buckets of every `fencelock_histogram`: core's 19 finite bounds (100 µs to 300 s) and `+Inf`. Bucket `i`'s upper
+// bound in seconds is `fencelock_metrics_bucket_le(i)`.
+#define FENCELOCK_METRICS_BUCKETS 20
+
 // `timeout_ms` value that makes `fencelock_lock` wait until the lock is free (the default).
 #define FENCELOCK_WAIT_FOREVER UINT64_MAX
 
@@ -62,6 +66,14 @@ typedef struct fencelock_client_options {
   uint64_t connect_timeout_ms;
   // How long one backend request may take, in milliseconds. Default 5000.
   uint64_t request_timeout_ms;
+  // Record metrics (`fencelock_client_metrics`). Default true; false makes recording free and every figure 0.
+  bool metrics;
+  // Give every lock name series of its own in the metrics text and JSON, up to 1000 names (later ones are summed
+  // under `_other`). Default false: names are unbounded, so none become labels unless opted in.
+  bool metrics_all_names;
+  // A NULL-terminated array of the lock names that get series of their own (UTF-8), or NULL (the default) for
+  // none. Copied at connect. Setting it and `metrics_all_names` together is `FENCELOCK_INVALID_ARGUMENT`.
+  const char *const *metrics_names;
 } fencelock_client_options;
 
 // Options of one `fencelock_lock` / `fencelock_try_lock` call. Start from `fencelock_lock_options_default()`.
@@ -78,6 +90,87 @@ typedef struct fencelock_lock_options {
   const char *owner;
 } fencelock_lock_options;
 
+// A histogram of durations.
+typedef struct fencelock_histogram {
+  // Observations so far.
+  uint64_t count;
+  // Their sum, in seconds.
+  double sum_seconds;
+  // Cumulative counts: `buckets[i]` observations took at most `fencelock_metrics_bucket_le(i)` seconds; the last
+  // (`+Inf`) equals `count`.
+  uint64_t buckets[FENCELOCK_METRICS_BUCKETS];
+} fencelock_histogram;
+
+// Time spent in `fencelock_lock` / `fencelock_try_lock`, by outcome.
+typedef struct fencelock_acquire_wait {
+  struct fencelock_histogram acquired;
+  // A `fencelock_try_lock` that found the lock held.
+  struct fencelock_histogram busy;
+  struct fencelock_histogram timeout;
+  // The caller stopped waiting.
+  struct fencelock_histogram cancelled;
+  struct fencelock_histogram error;
+} fencelock_acquire_wait;
+
+// Backend renewals (watchdog and explicit) by outcome.
+typedef struct fencelock_renewals {
+  uint64_t ok;
+  uint64_t failed;
+} fencelock_renewals;
+
+// Leases lost while held, by reason.
+typedef struct fencelock_losses {
+  // The TTL passed unrenewed.
+  uint64_t expired;
+  // The record was gone or another's.
+  uint64_t taken;
+  // No renewal got through within the validity.
+  uint64_t unreachable;
+} fencelock_losses;
+
+// Fenced writes by outcome.
+typedef struct fencelock_fence_writes {
+  uint64_t ok;
+  // A stale token.
+  uint64_t refused;
+  uint64_t error;
+} fencelock_fence_writes;
+
+// Round trips of one backend operation: `ok` when the backend answered (refusals included), `error` when not.
+typedef struct fencelock_op_times {
+  struct fencelock_histogram ok;
+  struct fencelock_histogram error;
+} fencelock_op_times;
+
+// Backend round trips by operation.
+typedef struct fencelock_backend_ops {
+  struct fencelock_op_times acquire;
+  struct fencelock_op_times renew;
+  struct fencelock_op_times release;
+  struct fencelock_op_times force_release;
+  struct fencelock_op_times inspect;
+  struct fencelock_op_times fence_write;
+  struct fencelock_op_times fence_read;
+} fencelock_backend_ops;
+
+// A client's metrics at one moment (client-wide; per-name series are in the text and JSON). Counters count from
+// the client's connect.
+typedef struct fencelock_metrics {
+  // Whether the client records at all (`fencelock_client_options.metrics`); when false every figure is 0.
+  bool enabled;
+  struct fencelock_acquire_wait acquire_wait;
+  // Time from grant to release or loss.
+  struct fencelock_histogram hold_time;
+  // Grants held now (reentrant holds of one owner count once).
+  uint64_t active_leases;
+  struct fencelock_renewals renewals;
+  struct fencelock_losses lost;
+  struct fencelock_fence_writes fence_writes;
+  // Lock calls of this client still waiting, locally or at the backend.
+  uint64_t local_queue_depth;
+  struct fencelock_backend_ops backend_ops;
+} fencelock_metrics;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -93,7 +186,8 @@ enum fencelock_status fencelock_client_connect(const char *url,
                                                struct fencelock_client **out);
 
 // `fencelock_client_connect` with options: `opts->connect_timeout_ms` bounds the connect,
-// `opts->request_timeout_ms` every backend request. `opts` NULL means `fencelock_client_options_default()`.
+// `opts->request_timeout_ms` every backend request, `opts->metrics` and the `metrics_*names` fields choose what
+// `fencelock_client_metrics` records. `opts` NULL means `fencelock_client_options_default()`.
 //
 // # Safety
 // As for `fencelock_client_connect`; `opts` NULL or valid.
@@ -131,6 +225,15 @@ enum fencelock_status fencelock_try_lock(const struct fencelock_client *client,
 enum fencelock_status fencelock_client_fence(const struct fencelock_client *client,
                                              const char *resource,
                                              struct fencelock_fence **out);
+
+// Deletes the lock record `name` whoever holds it (an operator's tool): the holder's lease is lost at its next
+// renewal. Stores in `*out_deleted` whether there was a record. The fence counter is kept, so tokens still rise.
+//
+// # Safety
+// `client` NULL or a live client; `name` NULL or a NUL-terminated string; `out_deleted` NULL or writable.
+enum fencelock_status fencelock_client_force_release(const struct fencelock_client *client,
+                                                     const char *name,
+                                                     bool *out_deleted);
 
 // Releases every lease the client holds and closes its connections. Later calls on it, its leases and its fences
 // fail with `FENCELOCK_CLOSED`. Closing twice is fine. The handle itself still needs `fencelock_client_free`.
@@ -237,16 +340,51 @@ enum fencelock_status fencelock_lease_lost_reason(const struct fencelock_lease *
 // `lease` is NULL or a live lease not used after this call.
 void fencelock_lease_free(struct fencelock_lease *lease);
 
+// Fills `*out` with the client's metrics now; on failure `*out` is all zeros.
+//
+// # Safety
+// `client` NULL or a live client; `out` NULL or writable.
+enum fencelock_status fencelock_client_metrics(const struct fencelock_client *client,
+                                               struct fencelock_metrics *out);
+
+// Stores in `*out` the client's metrics in Prometheus's text exposition format (0.0.4): core's families
+// (`fencelock_acquire_wait_seconds`, `fencelock_lost_total`, …, labelled `backend`; `fencelock_lock_*` for opted-in
+// names). Free it with `fencelock_string_free`; NULL on failure.
+//
+// # Safety
+// `client` NULL or a live client; `out` NULL or writable.
+enum fencelock_status fencelock_client_metrics_text(const struct fencelock_client *client,
+                                                    char **out);
+
+// Stores in `*out` the client's metrics as JSON, the snapshot every binding shares (`backend`, `enabled`,
+// `acquire_wait`, …, `names`). Free it with `fencelock_string_free`; NULL on failure.
+//
+// # Safety
+// `client` NULL or a live client; `out` NULL or writable.
+enum fencelock_status fencelock_client_metrics_json(const struct fencelock_client *client,
+                                                    char **out);
+
+// The upper bound, in seconds, of bucket `i` of every `fencelock_histogram`: `INFINITY` for the last
+// (`FENCELOCK_METRICS_BUCKETS - 1`), `NAN` for an `i` past it.
+double fencelock_metrics_bucket_le(size_t i);
+
 // The default options: ttl 30 s, wait forever, watchdog on, owner = the calling thread.
 struct fencelock_lock_options fencelock_lock_options_default(void);
 
-// The default client options: 5 s to connect, 5 s per request.
+// The default client options: 5 s to connect, 5 s per request, metrics on, no lock names as labels.
 struct fencelock_client_options fencelock_client_options_default(void);
 
 // The message of the last failing call on this thread (kind, function, lock, backend and bad value), or "" if
 // none failed yet. The string stays valid until the next failing call on this thread; reading it does not clear it.
 // Never NULL.
 const char *fencelock_last_error(void);
+
+// Frees a string returned by the library (`fencelock_client_metrics_text`, `fencelock_client_metrics_json`). NULL
+// is ignored.
+//
+// # Safety
+// `s` is NULL or a string the library returned, not used after this call.
+void fencelock_string_free(char *s);
 
 #ifdef __cplusplus
 }  // extern "C"

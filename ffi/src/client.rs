@@ -1,4 +1,4 @@
-//! `fencelock_client`: connect, lock, try_lock, fence, close, free.
+//! `fencelock_client`: connect, lock, try_lock, fence, force_release, close, free.
 
 use std::ffi::c_char;
 use std::ptr;
@@ -16,7 +16,7 @@ use crate::{args, fence, lease};
 /// keep it alive, so they stay usable after `fencelock_client_free`.
 #[derive(Debug)]
 pub struct fencelock_client {
-    client: Client,
+    pub(crate) client: Client,
 }
 
 /// Connects to the backend `url` names (`sqlite:PATH`, `redis://HOST:PORT`, `postgres://…`, `etcd://…`, `zk://…`,
@@ -35,7 +35,8 @@ pub unsafe extern "C" fn fencelock_client_connect(
 }
 
 /// `fencelock_client_connect` with options: `opts->connect_timeout_ms` bounds the connect,
-/// `opts->request_timeout_ms` every backend request. `opts` NULL means `fencelock_client_options_default()`.
+/// `opts->request_timeout_ms` every backend request, `opts->metrics` and the `metrics_*names` fields choose what
+/// `fencelock_client_metrics` records. `opts` NULL means `fencelock_client_options_default()`.
 ///
 /// # Safety
 /// As for `fencelock_client_connect`; `opts` NULL or valid.
@@ -57,7 +58,7 @@ unsafe fn connect(
 ) -> fencelock::Result<fencelock_status> {
     let out = unsafe { args::out(out, "out", ptr::null_mut()) }?;
     let url = unsafe { args::opt_string(url, "url") }?.map_or_else(fencelock::default_url, str::to_string);
-    let opts = unsafe { client_options(opts) };
+    let opts = unsafe { client_options(opts) }?;
     let client = block_on(Client::connect_with(&url, &opts))??;
     *out = Box::into_raw(Box::new(fencelock_client { client }));
     Ok(fencelock_status::FENCELOCK_OK)
@@ -131,6 +132,26 @@ pub unsafe extern "C" fn fencelock_client_fence(
         let client = unsafe { args::handle(client, "client") }?;
         let resource = unsafe { args::string(resource, "resource") }?;
         *out = fence::into_raw(client.client.fence(resource));
+        Ok(fencelock_status::FENCELOCK_OK)
+    })
+}
+
+/// Deletes the lock record `name` whoever holds it (an operator's tool): the holder's lease is lost at its next
+/// renewal. Stores in `*out_deleted` whether there was a record. The fence counter is kept, so tokens still rise.
+///
+/// # Safety
+/// `client` NULL or a live client; `name` NULL or a NUL-terminated string; `out_deleted` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fencelock_client_force_release(
+    client: *const fencelock_client,
+    name: *const c_char,
+    out_deleted: *mut bool,
+) -> fencelock_status {
+    call("fencelock_client_force_release", || {
+        let out_deleted = unsafe { args::out(out_deleted, "out_deleted", false) }?;
+        let client = unsafe { args::handle(client, "client") }?;
+        let name = unsafe { args::string(name, "name") }?;
+        *out_deleted = block_on(client.client.force_release(name))??;
         Ok(fencelock_status::FENCELOCK_OK)
     })
 }

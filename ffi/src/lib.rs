@@ -6,6 +6,7 @@
 //! - on failure `fencelock_last_error()` describes it (thread-local);
 //! - strings are UTF-8 and NUL-terminated; NULL or invalid UTF-8 where a value is required is
 //!   `FENCELOCK_INVALID_ARGUMENT`, never undefined behaviour;
+//! - strings the library returns are freed with `fencelock_string_free`;
 //! - handles keep their client alive, and every `_free` accepts NULL.
 
 #![allow(non_camel_case_types)] // C type names: fencelock_client, fencelock_status, …
@@ -14,12 +15,15 @@ mod args;
 mod client;
 mod fence;
 mod lease;
+mod metrics;
 mod options;
 mod status;
+mod text;
 
 pub use client::fencelock_client;
 pub use fence::fencelock_fence;
 pub use lease::fencelock_lease;
+pub use metrics::{FENCELOCK_METRICS_BUCKETS, fencelock_histogram, fencelock_metrics};
 pub use options::{FENCELOCK_WAIT_FOREVER, fencelock_client_options, fencelock_lock_options};
 pub use status::fencelock_status;
 

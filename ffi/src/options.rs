@@ -1,11 +1,13 @@
-//! `fencelock_lock_options` and its conversion to core's `LockOptions`; the default owner is the calling thread.
+//! `fencelock_lock_options` and `fencelock_client_options` and their conversions to core's `LockOptions` and
+//! `ClientOptions`; the default owner is the calling thread.
 
+use std::collections::BTreeSet;
 use std::ffi::c_char;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use fencelock::{ClientOptions, DEFAULT_TTL, LockOptions, Result};
+use fencelock::{ClientOptions, DEFAULT_TTL, Error, ErrorKind, LockOptions, MetricsNames, Result};
 
 use crate::args;
 
@@ -47,28 +49,75 @@ pub struct fencelock_client_options {
     pub connect_timeout_ms: u64,
     /// How long one backend request may take, in milliseconds. Default 5000.
     pub request_timeout_ms: u64,
+    /// Record metrics (`fencelock_client_metrics`). Default true; false makes recording free and every figure 0.
+    pub metrics: bool,
+    /// Give every lock name series of its own in the metrics text and JSON, up to 1000 names (later ones are summed
+    /// under `_other`). Default false: names are unbounded, so none become labels unless opted in.
+    pub metrics_all_names: bool,
+    /// A NULL-terminated array of the lock names that get series of their own (UTF-8), or NULL (the default) for
+    /// none. Copied at connect. Setting it and `metrics_all_names` together is `FENCELOCK_INVALID_ARGUMENT`.
+    pub metrics_names: *const *const c_char,
 }
 
-/// The default client options: 5 s to connect, 5 s per request.
+/// The default client options: 5 s to connect, 5 s per request, metrics on, no lock names as labels.
 #[unsafe(no_mangle)]
 pub extern "C" fn fencelock_client_options_default() -> fencelock_client_options {
     let d = ClientOptions::default();
     fencelock_client_options {
         connect_timeout_ms: d.connect_timeout.as_millis() as u64,
         request_timeout_ms: d.request_timeout.as_millis() as u64,
+        metrics: d.metrics,
+        metrics_all_names: false,
+        metrics_names: ptr::null(),
     }
 }
 
 /// Core client options from C options; NULL means the defaults.
 ///
 /// # Safety
-/// `opts` is NULL or points to a valid `fencelock_client_options`.
-pub(crate) unsafe fn client_options(opts: *const fencelock_client_options) -> ClientOptions {
+/// `opts` is NULL or points to a valid `fencelock_client_options` whose `metrics_names` is NULL or a NULL-terminated
+/// array of NUL-terminated strings.
+pub(crate) unsafe fn client_options(opts: *const fencelock_client_options) -> Result<ClientOptions> {
     // SAFETY: the caller's promise.
     let o = unsafe { opts.as_ref() }.copied().unwrap_or_else(|| fencelock_client_options_default());
-    ClientOptions::default()
+    // SAFETY: the caller's promise.
+    let names = match (o.metrics_all_names, unsafe { names_list(o.metrics_names) }?) {
+        (true, Some(_)) => {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "options.metrics_all_names and options.metrics_names are both set: choose one",
+            ));
+        }
+        (true, None) => MetricsNames::All,
+        (false, Some(list)) => MetricsNames::Only(list),
+        (false, None) => MetricsNames::None,
+    };
+    Ok(ClientOptions::default()
         .connect_timeout(Duration::from_millis(o.connect_timeout_ms))
         .request_timeout(Duration::from_millis(o.request_timeout_ms))
+        .metrics(o.metrics)
+        .metrics_names(names))
+}
+
+/// The strings of a NULL-terminated array; NULL is `None`.
+///
+/// # Safety
+/// `list` is NULL or a NULL-terminated array of NUL-terminated strings.
+unsafe fn names_list(list: *const *const c_char) -> Result<Option<BTreeSet<String>>> {
+    if list.is_null() {
+        return Ok(None);
+    }
+    let mut names = BTreeSet::new();
+    for i in 0.. {
+        // SAFETY: the array's entries up to its NULL terminator are readable, by the caller's promise.
+        let p = unsafe { *list.add(i) };
+        if p.is_null() {
+            break;
+        }
+        // SAFETY: a non-NULL entry is a NUL-terminated string.
+        names.insert(unsafe { args::string(p, &format!("options.metrics_names[{i}]")) }?.to_owned());
+    }
+    Ok(Some(names))
 }
 
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The C tests: builds the debug cdylib, compiles ffi/tests/c/*.c and examples/c/demo.c with AddressSanitizer (which
-# includes LeakSanitizer on Linux), runs the conformance basics and the misuse tests on a temporary SQLite file, on
+# includes LeakSanitizer on Linux), runs the conformance basics, the misuse and the metrics tests on a temporary SQLite file, on
 # Redis (FENCELOCK_TEST_REDIS) and on MariaDB (FENCELOCK_TEST_MYSQL), the demo, and the demo again as
 # examples/c/CMakeLists.txt builds it (cmake + pkg-config, installed with apt if missing), and prints `N passed, N failed`.
 # Usage: ffi/tests/run.sh [--no-build]
@@ -56,12 +56,14 @@ run() {
 
 run "conformance sqlite" "$WORK/conformance" "sqlite:$WORK/conformance.db"
 run "misuse sqlite" env FENCELOCK_RUNTIME_THREADS=3 "$WORK/misuse" "sqlite:$WORK/misuse.db"
+run "metrics sqlite" "$WORK/metrics" "sqlite:$WORK/metrics.db"
 # served LABEL VAR: the conformance basics and misuse tests on the server VAR names, if the test command started it.
 served() {
     local label=$1 url=${!2:-}
     if [[ -n $url ]]; then
         run "conformance $label" "$WORK/conformance" "$url"
         run "misuse $label" "$WORK/misuse" "$url"
+        run "metrics $label" "$WORK/metrics" "$url"
     elif [[ ${FENCELOCK_REQUIRE_SERVICES:-} == 1 ]]; then
         echo "--- conformance $label: $2 is not set but FENCELOCK_REQUIRE_SERVICES=1"
         FAILED=$((FAILED + 1))
