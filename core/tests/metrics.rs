@@ -11,12 +11,6 @@ use fencelock::metrics::{FamilyKind, MAX_NAMED_SERIES, OTHER_NAMES};
 use fencelock::{Client, ClientOptions, ErrorKind, LeaseEnd, LockOptions, MetricsNames, MetricsSnapshot};
 use tokio::time::Instant;
 
-fn sqlite_url() -> String {
-    let dir = std::env::temp_dir().join(support::unique("fencelock-metrics"));
-    std::fs::create_dir_all(&dir).unwrap();
-    format!("sqlite:{}", dir.join("locks.db").display())
-}
-
 /// Polls `cond` on the client's snapshot until it holds, for at most 10 s.
 async fn eventually(client: &Client, what: &str, cond: impl Fn(&MetricsSnapshot) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -123,7 +117,7 @@ async fn a_scripted_workload_moves_the_metrics_on_redis() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scripted_workload_moves_the_metrics_on_sqlite() {
-    scripted_workload(&sqlite_url(), "sqlite").await;
+    scripted_workload(&support::sqlite_url("fencelock-metrics"), "sqlite").await;
 }
 
 /// Series in the exposition: one per sample (a histogram's buckets belong to its one series).
@@ -133,7 +127,7 @@ fn series(m: &MetricsSnapshot) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_lock_names_make_no_series_unless_opted_in() {
-    let url = sqlite_url();
+    let url = support::sqlite_url("fencelock-metrics");
     let plain = Client::connect(&url).await.unwrap();
     let all = Client::connect_with(&url, &ClientOptions::default().metrics_names(MetricsNames::All)).await.unwrap();
     let before = series(&plain.metrics());
@@ -158,7 +152,10 @@ async fn ten_thousand_lock_names_make_no_series_unless_opted_in() {
 
 #[tokio::test]
 async fn metrics_off_keeps_nothing() {
-    let client = Client::connect_with(&sqlite_url(), &ClientOptions::default().metrics(false)).await.unwrap();
+    let client =
+        Client::connect_with(&support::sqlite_url("fencelock-metrics"), &ClientOptions::default().metrics(false))
+            .await
+            .unwrap();
     client.lock("off", &LockOptions::default()).await.unwrap().release().await.unwrap();
     let m = client.metrics();
     assert!(!m.enabled);

@@ -92,9 +92,7 @@ async fn the_otlp_environment_variables_switch_export_on() {
             .serve_with_incoming(incoming),
     );
 
-    let dir = std::env::temp_dir().join(support::unique("fencelock-otel"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite:{}", dir.join("locks.db").display());
+    let url = support::sqlite_url("fencelock-otel");
     let (a, b) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
     let lease = a.lock("o", &LockOptions::default()).await.unwrap();
     let err = b.lock("o", &LockOptions::default().timeout(Duration::from_millis(50))).await.unwrap_err();

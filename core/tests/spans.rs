@@ -56,9 +56,7 @@ impl Spans {
 async fn every_operation_has_a_span_with_lock_backend_and_outcome() {
     let spans = Spans::default();
     let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
-    let dir = std::env::temp_dir().join(support::unique("fencelock-spans"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite:{}", dir.join("locks.db").display());
+    let url = support::sqlite_url("fencelock-spans");
     let (a, b) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
 
     let lease = a.lock("s", &LockOptions::default()).await.unwrap();

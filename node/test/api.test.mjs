@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { describe, test } from 'node:test';
 
-import { fencelock, serviceUrl, sleep, sqliteUrl, unique, until } from './support.mjs';
+import { fencelock, rejectsWith, serviceUrl, sleep, sqliteUrl, unique, until } from './support.mjs';
 
 const { connect, LockError, Lease, Client } = fencelock;
 
@@ -15,16 +15,6 @@ const urls = [['sqlite', sqliteUrl()]];
 const redis = serviceUrl('FENCELOCK_TEST_REDIS');
 if (redis) urls.push(['redis', redis]);
 
-async function rejectsWith(promise, code) {
-  assert.ok(promise instanceof Promise, 'a Promise, not a synchronous throw');
-  const err = await promise.then(
-    () => assert.fail(`resolved, expected ${code}`),
-    (e) => e,
-  );
-  assert.ok(err instanceof LockError, `a LockError, got ${err}`);
-  assert.equal(err.code, code, err.message);
-  return err;
-}
 
 for (const [label, url] of urls) {
   describe(`node api on ${label}`, () => {

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
 
-import { fencelock, serviceUrl, sqliteUrl, unique } from './support.mjs';
+import { fencelock, rejectsWith, serviceUrl, sqliteUrl, unique } from './support.mjs';
 
 const require = createRequire(import.meta.url);
 const { Registry } = require('prom-client');
@@ -17,15 +17,6 @@ const urls = [['sqlite', sqliteUrl()]];
 const redis = serviceUrl('FENCELOCK_TEST_REDIS');
 if (redis) urls.push(['redis', redis]);
 
-async function rejectsWith(promise, code) {
-  const err = await promise.then(
-    () => assert.fail(`resolved, expected ${code}`),
-    (e) => e,
-  );
-  assert.ok(err instanceof LockError, `a LockError, got ${err}`);
-  assert.equal(err.code, code, err.message);
-  return err;
-}
 
 /** Resolves with the lease's 'lost' error; fails after `ms`. */
 function lostWithin(lease, ms) {

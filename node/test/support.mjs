@@ -1,6 +1,7 @@
 // Helpers shared by the node tests: the addon, test servers and unique names.
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
+import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +9,18 @@ import { join } from 'node:path';
 const require = createRequire(import.meta.url);
 /** The package under test (node/index.js). */
 export const fencelock = require('../index.js');
+
+/** Awaits `promise`, which must reject with a LockError of `code`; returns the error. */
+export async function rejectsWith(promise, code) {
+  assert.ok(promise instanceof Promise, 'a Promise, not a synchronous throw');
+  const err = await promise.then(
+    () => assert.fail(`resolved, expected ${code}`),
+    (e) => e,
+  );
+  assert.ok(err instanceof fencelock.LockError, `a LockError, got ${err}`);
+  assert.equal(err.code, code, err.message);
+  return err;
+}
 
 /** A name no other test run uses. */
 export function unique(prefix) {
