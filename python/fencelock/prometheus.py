@@ -20,7 +20,6 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 try:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
     from prometheus_client.registry import Collector
-    from prometheus_client.utils import floatToGoString
 except ImportError as e:  # fencelock itself never needs it
     raise ImportError("fencelock.prometheus needs the prometheus_client package: pip install prometheus_client") from e
 
@@ -102,7 +101,7 @@ def _build(fam: Family, samples: List[Tuple[Dict[str, Any], Dict[str, str]]]) ->
         if hist is None:
             metric.add_metric(values, sample["value"])
         else:
-            buckets = [("+Inf" if b["le"] is None else floatToGoString(b["le"]), b["count"]) for b in hist["buckets"]]
+            buckets = [("+Inf" if b["le"] is None else repr(float(b["le"])), b["count"]) for b in hist["buckets"]]
             metric.add_metric(values, buckets, hist["sum"])
     result: Metric = metric
     return result

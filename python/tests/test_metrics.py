@@ -61,6 +61,8 @@ def test_sync_workload_moves_the_metrics(url: str) -> None:
     with pytest.raises(fencelock.LockLost):
         lease.renew()
     assert a.metrics()["lost"]["taken"] == 1 and a.metrics()["renewals"]["failed"] == 1
+    with pytest.raises(fencelock.LockLost):  # ends the lost hold, so the next lock() is a new grant
+        lease.release()
     # expired: watchdog off, the TTL passes.
     lease = a.lock(name, ttl=0.2, watchdog=False)
     assert lease.lost.wait(10.0)
@@ -97,6 +99,8 @@ def test_asyncio_workload_moves_the_metrics(url: str) -> None:
         with pytest.raises(fencelock.LockLost):
             await lease.renew()
         assert a.metrics()["lost"]["taken"] == 1
+        with pytest.raises(fencelock.LockLost):
+            await lease.release()
         lease = await a.lock(name, ttl=0.2, watchdog=False)
         assert await lease.lost.wait(10.0)
         loop = asyncio.get_running_loop()
