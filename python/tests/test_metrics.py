@@ -180,3 +180,16 @@ def test_prometheus_collector_exports_cores_families(url: str) -> None:
         collector.add(fencelock.connect(url), labels={"client": "a"})
     a.close()
     b.close()
+
+
+def test_prometheus_client_is_needed_only_by_the_adapter() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['prometheus_client'] = None\n"  # as if not installed
+        "import fencelock, fencelock.aio\n"
+        "try:\n    import fencelock.prometheus\nexcept ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "prometheus_client" in out
