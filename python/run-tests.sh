@@ -42,9 +42,9 @@ echo "${wheel##*/}"
     exit 1
 }
 
-step "fresh venv in $VENV (the wheel, pytest, mypy)"
+step "fresh venv in $VENV (the wheel, pytest, mypy, prometheus_client for fencelock.prometheus)"
 "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest mypy
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest mypy "prometheus_client==0.26.0"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-index "$wheel"
 
 # The installed package needs no Rust: run everything with a PATH that has no cargo, rustc or protoc.

@@ -17,11 +17,12 @@ from __future__ import annotations
 import atexit
 import threading
 from types import TracebackType
-from typing import Any, Callable, Optional, Tuple, Type
+from typing import Any, Callable, Iterable, Optional, Tuple, Type, Union
 
 from . import _native
 from ._common import DEFAULT_TTL, Capability, LockInfo
 from ._common import ClientView, FenceView, LeaseView, LostSignalView, MutexView, lock_info, wait_limit
+from .metrics import MetricsSnapshot, connect_args
 from .errors import (
     Cancelled,
     Closed,
@@ -58,6 +59,7 @@ __all__ = [
     "LockInfo",
     "LockLost",
     "LostSignal",
+    "MetricsSnapshot",
     "Mutex",
     "NotHeld",
     "Timeout",
@@ -80,15 +82,23 @@ def default_url() -> str:
 
 
 def connect(
-    url: Optional[str] = None, *, connect_timeout: Optional[float] = None, request_timeout: Optional[float] = None
+    url: Optional[str] = None,
+    *,
+    connect_timeout: Optional[float] = None,
+    request_timeout: Optional[float] = None,
+    metrics: bool = True,
+    metrics_names: Union[bool, Iterable[str]] = False,
 ) -> Client:
     """Connects to the backend ``url`` names (``sqlite:PATH``, ``redis://…``, ``etcd://…``, …; see the README).
 
     With no URL: ``$FENCELOCK_URL``, else the embedded SQLite file ``fencelock.db`` in the working directory.
     ``connect_timeout`` and ``request_timeout`` are seconds (default 5 each). Raises :class:`InvalidArgument` for a
     bad URL and :class:`Unavailable` if the backend cannot be reached.
+
+    ``metrics``: record :meth:`Client.metrics` (default on). ``metrics_names``: which lock names get series of their
+    own — ``False`` none (names are unbounded), ``True`` all (capped at 1000 plus ``_other``), or an iterable of names.
     """
-    return Client(_native.connect(url, connect_timeout, request_timeout))
+    return Client(_native.connect(url, connect_timeout, request_timeout, *connect_args(metrics, metrics_names)))
 
 
 class Client(ClientView):

@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Tuple
 from . import _native
 from . import _native as native
 from .errors import InvalidArgument
+from .metrics import MetricsSnapshot, snapshot
 
 DEFAULT_TTL: float = _native.DEFAULT_TTL
 """Lease time to live when none is given, in seconds (30)."""
@@ -66,6 +67,10 @@ class ClientView:
     def local_entries(self) -> int:
         """Lock names this client holds or queues for locally (0 when idle)."""
         return self._native.local_entries()
+
+    def metrics(self) -> MetricsSnapshot:
+        """This client's metrics now, as plain dicts (see :mod:`fencelock.metrics`); reading them never waits."""
+        return snapshot(self._native.metrics_json())
 
     def __repr__(self) -> str:
         return f"<{type(self).__module__}.Client {self.url}>"

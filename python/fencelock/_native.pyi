@@ -1,6 +1,6 @@
 """Type stubs of the native module (bindings/python). Private: use the ``fencelock`` package."""
 
-from typing import Any, Awaitable, Callable, Optional, Tuple
+from typing import Any, Awaitable, Callable, List, Optional, Tuple
 
 DEFAULT_TTL: float
 MAX_NAME_BYTES: int
@@ -15,11 +15,23 @@ def set_error_factory(
 ) -> None:
     """Registers the function that builds the exception for an error code and message."""
 
-def connect(url: Optional[str], connect_timeout: Optional[float], request_timeout: Optional[float]) -> Client:
+def connect(
+    url: Optional[str],
+    connect_timeout: Optional[float],
+    request_timeout: Optional[float],
+    metrics: bool,
+    metrics_names: Optional[List[str]],
+    all_names: bool,
+) -> Client:
     """Connects to ``url`` (the default URL if ``None``)."""
 
 def connect_async(
-    url: Optional[str], connect_timeout: Optional[float], request_timeout: Optional[float]
+    url: Optional[str],
+    connect_timeout: Optional[float],
+    request_timeout: Optional[float],
+    metrics: bool,
+    metrics_names: Optional[List[str]],
+    all_names: bool,
 ) -> Awaitable[Client]:
     """``connect`` as an awaitable."""
 
@@ -42,6 +54,10 @@ class Client:
         """``(fencing, native_wait, fair, session_bound)``."""
     def local_entries(self) -> int:
         """Lock names this client holds or queues for locally."""
+    def metrics_json(self) -> str:
+        """The metrics snapshot as core's JSON."""
+    def metrics_families_json(self) -> str:
+        """The snapshot as core's metric families, JSON."""
     def lock(self, name: str, ttl: float, timeout: Optional[float], watchdog: bool, owner: Optional[str]) -> Lease:
         """Takes ``name``, waiting up to ``timeout`` seconds."""
     def lock_async(

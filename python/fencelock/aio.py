@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, Callable, Optional, Tuple, Type
+from typing import Any, Callable, Iterable, Optional, Tuple, Type, Union
 
 from . import _native
 from ._common import DEFAULT_TTL, Capability, LockInfo
 from ._common import ClientView, FenceView, LeaseView, LostSignalView, MutexView, lock_info, wait_limit
 from .errors import LockError, Timeout
+from .metrics import connect_args
 
 __all__ = ["Client", "Fence", "Lease", "LostSignal", "Mutex", "connect", "task_owner"]
 
@@ -37,10 +38,16 @@ def task_owner() -> str:
 
 
 async def connect(
-    url: Optional[str] = None, *, connect_timeout: Optional[float] = None, request_timeout: Optional[float] = None
+    url: Optional[str] = None,
+    *,
+    connect_timeout: Optional[float] = None,
+    request_timeout: Optional[float] = None,
+    metrics: bool = True,
+    metrics_names: Union[bool, Iterable[str]] = False,
 ) -> Client:
     """Connects to the backend ``url`` names; see :func:`fencelock.connect`."""
-    return Client(await _native.connect_async(url, connect_timeout, request_timeout))
+    args = connect_args(metrics, metrics_names)
+    return Client(await _native.connect_async(url, connect_timeout, request_timeout, *args))
 
 
 class Client(ClientView):

@@ -1,14 +1,14 @@
-//! `Client`: connect, lock, try_lock, fence, inspect, force_release, close — each blocking (GIL released,
+//! `Client`: connect, lock, try_lock, fence, inspect, force_release, metrics, close — each blocking (GIL released,
 //! interruptible) and as an asyncio awaitable (`*_async`).
 
-use fencelock::{Client, LockInfo, Result};
+use fencelock::{Client, LockInfo, MetricsNames, Result};
 use pyo3::prelude::*;
 
 use crate::error::to_py;
 use crate::fence::PyFence;
 use crate::fork::ForkLocal;
 use crate::lease::PyLease;
-use crate::options::{client_options, lock_options};
+use crate::options::{client_options, lock_options, names_policy};
 use crate::runtime::{awaitable, wait};
 
 /// `inspect` as a tuple: `(holder, remaining seconds, last token)`.
@@ -18,35 +18,54 @@ fn info(i: LockInfo) -> Info {
     (i.holder, i.remaining.map(|d| d.as_secs_f64()), i.last_token)
 }
 
-async fn open(url: Option<String>, connect_timeout: Option<f64>, request_timeout: Option<f64>) -> Result<PyClient> {
-    let opts = client_options(connect_timeout, request_timeout)?;
+/// `connect`'s options as Python passes them (the package validated their types).
+pub(crate) struct Connect {
+    url: Option<String>,
+    connect_timeout: Option<f64>,
+    request_timeout: Option<f64>,
+    metrics: bool,
+    metrics_names: MetricsNames,
+}
+
+async fn open(c: Connect) -> Result<PyClient> {
+    let Connect { url, connect_timeout, request_timeout, metrics, metrics_names } = c;
+    let opts = client_options(connect_timeout, request_timeout)?.metrics(metrics).metrics_names(metrics_names);
     let url = url.unwrap_or_else(fencelock::default_url);
     let client = Client::connect_with(&url, &opts).await?;
     Ok(PyClient { client: ForkLocal::new(client) })
 }
 
-/// Connects to `url` (`FENCELOCK_URL`, else `sqlite:fencelock.db`, if `None`). Timeouts in seconds.
+/// Connects to `url` (`FENCELOCK_URL`, else `sqlite:fencelock.db`, if `None`). Timeouts in seconds;
+/// `metrics_names`: `None` for no per-name series, else the names, all of them if `all_names`.
 #[pyfunction]
-#[pyo3(signature = (url, connect_timeout, request_timeout))]
+#[pyo3(signature = (url, connect_timeout, request_timeout, metrics, metrics_names, all_names))]
 pub(crate) fn connect(
     py: Python<'_>,
     url: Option<String>,
     connect_timeout: Option<f64>,
     request_timeout: Option<f64>,
+    metrics: bool,
+    metrics_names: Option<Vec<String>>,
+    all_names: bool,
 ) -> PyResult<PyClient> {
-    wait(py, open(url, connect_timeout, request_timeout))
+    let metrics_names = names_policy(metrics_names, all_names);
+    wait(py, open(Connect { url, connect_timeout, request_timeout, metrics, metrics_names }))
 }
 
 /// `connect` as an awaitable.
 #[pyfunction]
-#[pyo3(signature = (url, connect_timeout, request_timeout))]
+#[pyo3(signature = (url, connect_timeout, request_timeout, metrics, metrics_names, all_names))]
 pub(crate) fn connect_async(
     py: Python<'_>,
     url: Option<String>,
     connect_timeout: Option<f64>,
     request_timeout: Option<f64>,
+    metrics: bool,
+    metrics_names: Option<Vec<String>>,
+    all_names: bool,
 ) -> PyResult<Bound<'_, PyAny>> {
-    awaitable(py, open(url, connect_timeout, request_timeout))
+    let metrics_names = names_policy(metrics_names, all_names);
+    awaitable(py, open(Connect { url, connect_timeout, request_timeout, metrics, metrics_names }))
 }
 
 /// The URL `connect(None)` uses.
@@ -94,6 +113,16 @@ impl PyClient {
     fn capability(&self, py: Python<'_>) -> PyResult<(bool, bool, bool, bool)> {
         let c = self.get(py)?.capability();
         Ok((c.fencing, c.native_wait, c.fair, c.session_bound))
+    }
+
+    /// This client's metrics snapshot as core's JSON (the package parses it into a dict).
+    fn metrics_json(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(self.get(py)?.metrics().to_json())
+    }
+
+    /// The snapshot as core's metric families, JSON: what exporter adapters loop over.
+    fn metrics_families_json(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(fencelock::metrics::families_json(&self.get(py)?.metrics().families()))
     }
 
     /// Lock names this client holds or queues for locally.

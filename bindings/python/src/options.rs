@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use fencelock::{ClientOptions, LockOptions, Result};
+use fencelock::{ClientOptions, LockOptions, MetricsNames, Result};
 
 use crate::error::invalid;
 
@@ -48,4 +48,13 @@ pub(crate) fn client_options(connect_timeout: Option<f64>, request_timeout: Opti
         opts = opts.request_timeout(seconds("request_timeout", t)?);
     }
     Ok(opts)
+}
+
+/// Which lock names get metric series: none, all (`all_names`), or the listed ones.
+pub(crate) fn names_policy(names: Option<Vec<String>>, all_names: bool) -> MetricsNames {
+    match names {
+        _ if all_names => MetricsNames::All,
+        None => MetricsNames::None,
+        Some(names) => MetricsNames::Only(names.into_iter().collect()),
+    }
 }
