@@ -29,13 +29,17 @@
 #   only with a client certificate the test CA signed),
 #   FENCELOCK_TEST_ETCD_CLUSTER and FENCELOCK_TEST_ZK_ENSEMBLE (three members each; with _PORTS, _PIDS, and the
 #   _PIDFILE and _RESTART paths of member N: see "etcd cluster and ZooKeeper ensemble" below).
+#   FENCELOCK_TEST_SENTINEL (redis+sentinel://s1,s2,s3/fencelock-master: three sentinels, a master and two
+#   replicas) and FENCELOCK_TEST_SENTINEL_TLS (one sentinel, a master and a replica, TLS only; the URL has
+#   ?tls=true&ca=), each with _SENTINELS (host:port list), _DATA_PORTS, _DATA_PIDFILE and _DATA_RESTART (data node
+#   N; see "redis behind sentinel" below).
 # Always, the test PKI (see make_certs): FENCELOCK_TEST_CA (the CA of every server's certificate, which is for
 #   127.0.0.1), FENCELOCK_TEST_WRONG_CA (a CA that signed nothing), and the client certificates
 #   FENCELOCK_TEST_CLIENT_CERT/_KEY (CN fencelock-client), FENCELOCK_TEST_OTHER_CERT/_KEY (CN fencelock-other), and
 #   FENCELOCK_TEST_ROGUE_CERT/_KEY (CN fencelock-client, signed by the wrong CA).
 set -euo pipefail
 
-readonly ALL_SERVICES="redis redlock redis-cluster etcd zk postgres mysql etcd-cluster zk-ensemble"
+readonly ALL_SERVICES="redis redlock redis-cluster redis-sentinel etcd zk postgres mysql etcd-cluster zk-ensemble"
 readonly READY_TIMEOUT=30           # seconds a server gets to answer its readiness probe
 readonly STOP_TIMEOUT=10            # seconds between the polite signal and SIGKILL
 readonly LAUNCH_ATTEMPTS=3          # a server that dies before it is ready (port taken in a race) gets new ports
@@ -200,6 +204,160 @@ launch_redis() {
 }
 
 probe_redis() { [[ $(redis_cli "$1" ping 2>/dev/null) == PONG ]]; }
+
+# --- redis behind sentinel -------------------------------------------------------------------------------------
+
+# One master (data-1 at start), two replicas and three sentinels watching them as master "fencelock-master"
+# (quorum 2, down after 1 s); and a TLS copy with one replica and one sentinel (quorum 1), every link TLS.
+# Replicas log in to their master as the ACL user "replicator" (only what replication needs), so a test can cut
+# replication without touching the servers' clients: `ACL SETUSER replicator off` and `CLIENT KILL TYPE replica`
+# on the master leaves the replicas unable to reconnect. No persistence, like the other Redis servers: a killed
+# master comes back empty, as a replica of whichever node the sentinels promoted (see `do_restart`).
+readonly SENTINEL_MASTER=fencelock-master
+
+sentinel_data() { # NAME: the data nodes of sentinel service NAME
+    case $1 in
+    redis-sentinel) echo "$1-data-1 $1-data-2 $1-data-3" ;;
+    redis-sentinel-tls) echo "$1-data-1 $1-data-2" ;;
+    esac
+}
+sentinel_watchers() { # NAME: its sentinels
+    case $1 in
+    redis-sentinel) echo "$1-1 $1-2 $1-3" ;;
+    redis-sentinel-tls) echo "$1-1" ;;
+    esac
+}
+
+# sentinel_tls_args NAME: sets REDIS_ARGS to how a member of a sentinel service listens, on PORT[NAME].
+sentinel_tls_args() {
+    local name=$1 t=$DIR/tls
+    if [[ $name == redis-sentinel-tls* ]]; then
+        REDIS_ARGS=(--port 0 --tls-port "${PORT[$name]}" --tls-cert-file "$t/server.pem" --tls-key-file
+            "$t/server.key" --tls-ca-cert-file "$t/ca.pem" --tls-auth-clients optional --tls-replication yes
+            --tls-client-cert-file "$t/client.pem" --tls-client-key-file "$t/client.key")
+    else
+        REDIS_ARGS=(--port "${PORT[$name]}")
+    fi
+}
+
+# sentinel_node_cmd NAME [MASTER_PORT]: sets NODE_CMD to a data node's command line, a replica of MASTER_PORT if
+# given.
+sentinel_node_cmd() {
+    local name=$1 master=${2:-}
+    sentinel_tls_args "$name"
+    NODE_CMD=(redis-server "${REDIS_ARGS[@]}" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR/$name"
+        --user default on nopass '~*' '&*' '+@all' --user replicator on '>replicator-pw' +psync +replconf +ping
+        --masteruser replicator --masterauth replicator-pw --replica-announce-ip 127.0.0.1)
+    [[ -n $master ]] && NODE_CMD+=(--replicaof 127.0.0.1 "$master")
+    return 0
+}
+
+launch_sentinel() {
+    local name=$1 m data master conf t=$DIR/tls quorum=2
+    [[ $name == redis-sentinel-tls ]] && quorum=1
+    kill_members "$name"
+    read -ra data <<<"$(sentinel_data "$name")"
+    for m in $(members "$name"); do
+        pick_port
+        PORT[$m]=$PICKED
+    done
+    joined_ports "$name"
+    master=${PORT[${data[0]}]}
+    for m in "${data[@]}"; do
+        rm -rf "${DIR:?}/$m"
+        mkdir -p "$DIR/$m"
+        if [[ $m == "${data[0]}" ]]; then sentinel_node_cmd "$m"; else sentinel_node_cmd "$m" "$master"; fi
+        launch_member "$m" "${NODE_CMD[@]}"
+    done
+    for m in $(sentinel_watchers "$name"); do
+        rm -rf "${DIR:?}/$m"
+        mkdir -p "$DIR/$m"
+        conf=$DIR/$m/sentinel.conf # the sentinel rewrites it with what it learns; a restart resumes from it
+        {
+            echo "bind 127.0.0.1"
+            if [[ $name == redis-sentinel-tls ]]; then
+                echo "port 0"
+                echo "tls-port ${PORT[$m]}"
+                echo "tls-cert-file $t/server.pem"
+                echo "tls-key-file $t/server.key"
+                echo "tls-ca-cert-file $t/ca.pem"
+                echo "tls-auth-clients optional"
+                echo "tls-replication yes"
+                # The server certificate is for serverAuth only: links to the data nodes show the client one.
+                echo "tls-client-cert-file $t/client.pem"
+                echo "tls-client-key-file $t/client.key"
+            else
+                echo "port ${PORT[$m]}"
+            fi
+            echo "dir $DIR/$m"
+            echo "sentinel monitor $SENTINEL_MASTER 127.0.0.1 $master $quorum"
+            echo "sentinel down-after-milliseconds $SENTINEL_MASTER 1000"
+            echo "sentinel failover-timeout $SENTINEL_MASTER 3000"
+            echo "sentinel parallel-syncs $SENTINEL_MASTER 2"
+        } >"$conf"
+        launch_member "$m" redis-server "$conf" --sentinel
+    done
+}
+
+# sentinel_cli MEMBER ARGS...: redis-cli to one member of a sentinel service.
+sentinel_cli() {
+    local name=$1 t=$DIR/tls
+    shift
+    if [[ $name == redis-sentinel-tls* ]]; then
+        redis-cli --tls --cacert "$t/ca.pem" -h 127.0.0.1 -p "${PORT[$name]}" "$@"
+    else
+        redis-cli -h 127.0.0.1 -p "${PORT[$name]}" "$@"
+    fi
+}
+
+probe_sentinel_member() { [[ $(sentinel_cli "$1" ping 2>/dev/null) == PONG ]]; }
+
+probe_sentinel() {
+    local m
+    for m in $(members "$1"); do probe_sentinel_member "$m" || return 1; done
+}
+
+# finish_sentinel NAME: waits until every sentinel knows the master, all its replicas and the other sentinels, and
+# every replica has synced.
+finish_sentinel() {
+    local name=$1 m w data watchers info deadline=$((SECONDS + READY_TIMEOUT))
+    read -ra data <<<"$(sentinel_data "$name")"
+    read -ra watchers <<<"$(sentinel_watchers "$name")"
+    for w in "${watchers[@]}"; do
+        until info=$(sentinel_cli "$w" sentinel master "$SENTINEL_MASTER" 2>/dev/null | paste -sd' ') &&
+            [[ $info == *"num-slaves $((${#data[@]} - 1)) "* && $info == *"num-other-sentinels $((${#watchers[@]} - 1)) "* ]]; do
+            if ((SECONDS >= deadline)); then
+                log_tail "$w"
+                die "$w did not see every replica and sentinel of $name within ${READY_TIMEOUT}s (${info:-no answer})"
+            fi
+            sleep 0.2
+        done
+    done
+    for m in "${data[@]:1}"; do
+        until [[ $(sentinel_cli "$m" info replication 2>/dev/null) == *master_link_status:up* ]]; do
+            ((SECONDS < deadline)) || die "$m did not sync with its master within ${READY_TIMEOUT}s"
+            sleep 0.2
+        done
+    done
+}
+
+# sentinel_restart_cmd MEMBER: a data node comes back as a replica of the master the sentinels name now, so it
+# never serves as a second, empty master while they catch up.
+sentinel_restart_cmd() {
+    local name=$1 service w addr
+    service=${name%-data-*}
+    for w in $(sentinel_watchers "$service"); do
+        eval "$(grep '^PORT' "$DIR/$w.member")" # restart knows only its own member's port
+        addr=$(sentinel_cli "$w" sentinel get-master-addr-by-name "$SENTINEL_MASTER" 2>/dev/null | sed -n 2p)
+        [[ -n $addr ]] && break
+    done
+    if [[ -n $addr && $addr != "${PORT[$name]}" ]]; then
+        sentinel_node_cmd "$name" "$addr"
+    else
+        sentinel_node_cmd "$name"
+    fi
+    MEMBER_CMD=("${NODE_CMD[@]}")
+}
 
 # --- redis cluster ---------------------------------------------------------------------------------------------
 
@@ -383,6 +541,7 @@ members() {
     local i
     case $1 in
     etcd-cluster | zk-ensemble) for ((i = 1; i <= ENSEMBLE_SIZE; i++)); do printf '%s-%d ' "$1" "$i"; done ;;
+    redis-sentinel | redis-sentinel-tls) echo "$(sentinel_data "$1") $(sentinel_watchers "$1")" ;;
     *) echo "$1" ;;
     esac
 }
@@ -527,6 +686,21 @@ env_ensemble() {
     printf 'export %s_RESTART=%q\n' "$var" "$DIR/restart-$name-N.sh"
 }
 
+# env_sentinel NAME VAR QUERY: the env lines of a sentinel service: the URL, and the data nodes' ports, pid files
+# and restart scripts (N: 1 to the number of data nodes; node 1 was the first master).
+env_sentinel() {
+    local name=$1 var=$2 query=$3 m hosts=() ports=()
+    for m in $(sentinel_watchers "$name"); do hosts+=("127.0.0.1:${PORT[$m]}"); done
+    for m in $(sentinel_data "$name"); do ports+=("${PORT[$m]}"); done
+    local IFS=,
+    echo "export $var=\"redis+sentinel://${hosts[*]}/$SENTINEL_MASTER$query\""
+    IFS=' '
+    echo "export ${var}_SENTINELS=\"${hosts[*]}\""
+    echo "export ${var}_DATA_PORTS=\"${ports[*]}\""
+    printf 'export %s_PIDFILE=%q\n' "${var}_DATA" "$DIR/$name-data-N.pid"
+    printf 'export %s_RESTART=%q\n' "${var}_DATA" "$DIR/restart-$name-data-N.sh"
+}
+
 # restart MEMBER: starts a cluster member again (after a test killed it) and waits until it has rejoined; a member
 # still running is only waited for.
 do_restart() {
@@ -534,7 +708,12 @@ do_restart() {
     [[ -e $DIR/$MARKER && -f $DIR/$name.member ]] || die "$name is no cluster member started in $DIR"
     # shellcheck source=/dev/null # written by launch_member
     source "$DIR/$name.member"
-    case $name in etcd-cluster-*) probe=probe_etcd ;; *) probe=probe_zk_member ;; esac
+    case $name in
+    etcd-cluster-*) probe=probe_etcd ;;
+    redis-sentinel*) probe=probe_sentinel_member ;;
+    *) probe=probe_zk_member ;;
+    esac
+    [[ $name == redis-sentinel*-data-* ]] && sentinel_restart_cmd "$name"
     last=$(awk -v n="$name" '$1 == n { p = $2; s = $3 } END { print p, s }' "$DIR/pids")
     # shellcheck disable=SC2086 # pid and start time
     if alive $last; then
@@ -721,6 +900,7 @@ finish_mysql() {
 
 kind_of() {
     case $1 in
+    redis-sentinel*) echo sentinel ;;
     redlock* | redis-*) echo redis ;;
     cluster*) echo cluster ;;
     etcd-cluster) echo etcd_cluster ;;
@@ -800,6 +980,10 @@ write_env() {
         fi
         if wants etcd-cluster; then env_ensemble etcd-cluster FENCELOCK_TEST_ETCD_CLUSTER etcd; fi
         if wants zk-ensemble; then env_ensemble zk-ensemble FENCELOCK_TEST_ZK_ENSEMBLE zk; fi
+        if wants redis-sentinel; then
+            env_sentinel redis-sentinel FENCELOCK_TEST_SENTINEL ''
+            env_sentinel redis-sentinel-tls FENCELOCK_TEST_SENTINEL_TLS "?tls=true&ca=$t/ca.pem"
+        fi
         if wants postgres; then
             local pg=127.0.0.1:${PORT[postgres]}
             echo "export FENCELOCK_TEST_POSTGRES=\"postgres://postgres@$pg/fencelock_test\""
@@ -850,11 +1034,16 @@ do_start() {
     wants zk && instances+=(zk)
     wants etcd-cluster && instances+=(etcd-cluster)
     wants zk-ensemble && instances+=(zk-ensemble)
+    wants redis-sentinel && instances+=(redis-sentinel redis-sentinel-tls)
     wants postgres && instances+=(postgres) # late: its initdb runs while the JVMs boot
     wants mysql && instances+=(mysql)       # last: mariadb-install-db runs while the others start
     for name in "${instances[@]}"; do "launch_$(kind_of "$name")" "$name"; done
     for name in "${instances[@]}"; do await "$name"; done
     if wants redis-cluster; then finish_cluster; fi
+    if wants redis-sentinel; then
+        finish_sentinel redis-sentinel
+        finish_sentinel redis-sentinel-tls
+    fi
     if wants etcd; then finish_etcd_tls; fi
     if wants postgres; then finish_postgres; fi
     if wants mysql; then finish_mysql; fi
