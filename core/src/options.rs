@@ -25,11 +25,14 @@ pub struct LockOptions {
     /// Reentrancy key: a second `lock` by the same owner on the same client returns the same grant.
     /// `None` makes every call its own owner.
     pub owner: Option<String>,
+    /// Serve this call's wait in arrival order among all clients, where the backend offers both orders (Redis's
+    /// fair queue). `None`: the backend's default (on Redis, the URL's `fair=`).
+    pub fair: Option<bool>,
 }
 
 impl Default for LockOptions {
     fn default() -> Self {
-        LockOptions { ttl: DEFAULT_TTL, timeout: None, watchdog: true, owner: None }
+        LockOptions { ttl: DEFAULT_TTL, timeout: None, watchdog: true, owner: None, fair: None }
     }
 }
 
@@ -61,6 +64,12 @@ impl LockOptions {
     /// Sets the reentrancy owner.
     pub fn owner(mut self, owner: impl Into<String>) -> Self {
         self.owner = Some(owner.into());
+        self
+    }
+
+    /// Asks for arrival order (`true`) or a free-for-all (`false`) instead of the backend's default.
+    pub fn fair(mut self, on: bool) -> Self {
+        self.fair = Some(on);
         self
     }
 

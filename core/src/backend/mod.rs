@@ -80,6 +80,9 @@ pub struct AcquireRequest {
     pub holder: String,
     /// Time to live of the record.
     pub ttl: Duration,
+    /// The caller's choice of wait order (`LockOptions::fair`); `None`: the backend's default.
+    #[allow(dead_code)] // until the Redis fair queue reads it
+    pub fair: Option<bool>,
 }
 
 /// A lock record this client holds.

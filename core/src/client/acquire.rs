@@ -81,8 +81,12 @@ impl<'a> Call<'a> {
             .owner
             .clone()
             .unwrap_or_else(|| format!("call-{}", inner.next_anon.fetch_add(1, Ordering::Relaxed)));
-        let req =
-            AcquireRequest { name: self.name.to_string(), holder: format!("{}:{owner}", inner.id), ttl: self.opts.ttl };
+        let req = AcquireRequest {
+            name: self.name.to_string(),
+            holder: format!("{}:{owner}", inner.id),
+            ttl: self.opts.ttl,
+            fair: self.opts.fair,
+        };
         let place: SharedPlace = Arc::new(Mutex::new(Some(place)));
         let (lent, cleaner) = (place.clone(), inner.clone());
         let undo = Undo::new(move |task, hold_queue| {
