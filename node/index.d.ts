@@ -103,6 +103,11 @@ export interface LockOptions {
   watchdog?: boolean;
   /** Reentrancy key: a second `lock` by the same owner on the same client returns the same grant. */
   owner?: string;
+  /**
+   * Wait in arrival order among all clients (`true`) or not (`false`) where the backend offers both (Redis);
+   * absent: the backend's default.
+   */
+  fair?: boolean;
   /** Aborting it cancels a waiting `lock` (rejects with CANCELLED) and leaves no lock behind. */
   signal?: AbortSignal;
 }

@@ -35,11 +35,11 @@ function checkMs(what, v, { infinite = false } = {}) {
   return v;
 }
 
-/** `{ ttlMs, timeoutMs, watchdog, owner }` checked and copied for the addon; `signal` is returned apart. */
+/** `{ ttlMs, timeoutMs, watchdog, owner, fair }` checked and copied for the addon; `signal` is returned apart. */
 function lockOptions(options) {
   if (options === undefined || options === null) return { opts: {}, signal: undefined };
   if (typeof options !== 'object') throw invalid(`options must be an object, got ${describe(options)}`);
-  const { ttlMs, timeoutMs, watchdog, owner, signal } = options;
+  const { ttlMs, timeoutMs, watchdog, owner, fair, signal } = options;
   const opts = {};
   if (checkMs('ttlMs', ttlMs) !== undefined) opts.ttlMs = ttlMs;
   if (checkMs('timeoutMs', timeoutMs, { infinite: true }) !== undefined) opts.timeoutMs = timeoutMs;
@@ -50,6 +50,10 @@ function lockOptions(options) {
   if (owner !== undefined && owner !== null) {
     if (typeof owner !== 'string') throw invalid(`owner must be a string, got ${describe(owner)}`);
     opts.owner = owner;
+  }
+  if (fair !== undefined && fair !== null) {
+    if (typeof fair !== 'boolean') throw invalid(`fair must be a boolean, got ${describe(fair)}`);
+    opts.fair = fair;
   }
   if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
     throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`);

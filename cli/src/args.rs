@@ -62,6 +62,13 @@ pub struct RunArgs {
     /// Give up after waiting this many seconds for another holder (decimals allowed; 0 = one attempt)
     #[arg(long, value_name = "S", value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
+    /// Wait in arrival order among all clients where the backend offers both orders (Redis); default: the
+    /// backend's (on Redis, the URL's fair=)
+    #[arg(long, conflicts_with = "no_fair")]
+    pub fair: bool,
+    /// Do not queue in arrival order (a free-for-all on each release) where the backend offers both orders
+    #[arg(long)]
+    pub no_fair: bool,
     /// Print progress (waiting, acquired with token, released) on stderr
     #[arg(short, long)]
     pub verbose: bool,
@@ -71,6 +78,13 @@ pub struct RunArgs {
     /// The command to run and its arguments (after `--`)
     #[arg(value_name = "CMD", required = true, trailing_var_arg = true)]
     pub command: Vec<String>,
+}
+
+impl RunArgs {
+    /// The wait order asked for; `None`: the backend's default.
+    pub fn fair(&self) -> Option<bool> {
+        (self.fair || self.no_fair).then_some(self.fair)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -194,5 +208,16 @@ mod tests {
         let cli = Cli::try_parse_from(["fencelock", "run", "x", "ls", "-l", "--ttl"]).unwrap();
         let Command::Run(run) = cli.command else { panic!("not run") };
         assert_eq!(run.command, ["ls", "-l", "--ttl"]);
+        assert_eq!(run.fair(), None);
+    }
+
+    #[test]
+    fn run_takes_a_wait_order() {
+        for (flag, fair) in [("--fair", Some(true)), ("--no-fair", Some(false))] {
+            let cli = Cli::try_parse_from(["fencelock", "run", flag, "x", "--", "true"]).unwrap();
+            let Command::Run(run) = cli.command else { panic!("not run") };
+            assert_eq!((run.fair(), run.name.as_str()), (fair, "x"), "{flag}");
+        }
+        assert!(Cli::try_parse_from(["fencelock", "run", "--fair", "--no-fair", "x", "--", "true"]).is_err());
     }
 }

@@ -98,7 +98,8 @@ fn reason(released: fencelock::Result<()>) -> String {
 /// Takes the lock: one attempt first, so `-v` can say whom it waits for, then waits up to `--timeout`.
 async fn acquire(client: &Client, args: &RunArgs, progress: &Progress) -> Result<Lease, Failure> {
     let name = args.name.as_str();
-    let opts = LockOptions::default().ttl(args.ttl).owner(owner_id());
+    let mut opts = LockOptions::default().ttl(args.ttl).owner(owner_id());
+    opts.fair = args.fair();
     if let Some(lease) = client.try_lock(name, &opts).await? {
         return Ok(lease);
     }

@@ -88,6 +88,9 @@ typedef struct fencelock_lock_options {
   // Reentrancy key, UTF-8: a second lock of the same name by the same owner on the same client returns at once
   // with the same fence token. NULL (the default) means the calling thread.
   const char *owner;
+  // Wait order where the backend offers both (Redis): 0 (the default) the backend's default, > 0 arrival order
+  // among all clients, < 0 none.
+  int fair;
 } fencelock_lock_options;
 
 // A histogram of durations.

@@ -2,7 +2,7 @@
 //! `ClientOptions`; the default owner is the calling thread.
 
 use std::collections::BTreeSet;
-use std::ffi::c_char;
+use std::ffi::{c_char, c_int};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -28,6 +28,9 @@ pub struct fencelock_lock_options {
     /// Reentrancy key, UTF-8: a second lock of the same name by the same owner on the same client returns at once
     /// with the same fence token. NULL (the default) means the calling thread.
     pub owner: *const c_char,
+    /// Wait order where the backend offers both (Redis): 0 (the default) the backend's default, > 0 arrival order
+    /// among all clients, < 0 none.
+    pub fair: c_int,
 }
 
 /// The default options: ttl 30 s, wait forever, watchdog on, owner = the calling thread.
@@ -38,6 +41,7 @@ pub extern "C" fn fencelock_lock_options_default() -> fencelock_lock_options {
         timeout_ms: FENCELOCK_WAIT_FOREVER,
         watchdog: true,
         owner: ptr::null(),
+        fair: 0,
     }
 }
 
@@ -137,6 +141,9 @@ pub(crate) unsafe fn lock_options(opts: *const fencelock_lock_options) -> Result
     let mut lo = LockOptions::default().ttl(Duration::from_millis(o.ttl_ms)).watchdog(o.watchdog);
     if o.timeout_ms != FENCELOCK_WAIT_FOREVER {
         lo = lo.timeout(Duration::from_millis(o.timeout_ms));
+    }
+    if o.fair != 0 {
+        lo = lo.fair(o.fair > 0);
     }
     // SAFETY: the caller's promise.
     let owner = match unsafe { args::opt_string(o.owner, "options.owner") }? {

@@ -116,21 +116,30 @@ class Client(ClientView):
         timeout: Optional[float] = None,
         watchdog: bool = True,
         owner: Optional[str] = None,
+        fair: Optional[bool] = None,
     ) -> Lease:
         """Takes the lock ``name``, waiting up to ``timeout`` seconds (``None``: forever) while another holds it.
 
         ``ttl``: seconds the backend keeps the lease without a renewal. ``watchdog``: renew every ttl/3 until
         released. ``owner``: reentrancy key; by default the current thread, so a thread that locks a name it already
         holds on this client gets the same grant (and token) back, and the lock is free after its last release.
+        ``fair``: wait in arrival order among all clients (``True``) or not (``False``) where the backend offers
+        both (Redis); ``None``: the backend's default.
         Raises :class:`Timeout` if the lock stays taken. Use the lease as a context manager to release it.
         """
-        return Lease(self._native.lock(name, ttl, timeout, watchdog, thread_owner() if owner is None else owner))
+        owner = thread_owner() if owner is None else owner
+        return Lease(self._native.lock(name, ttl, timeout, watchdog, owner, fair))
 
     def try_lock(
-        self, name: str, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+        fair: Optional[bool] = None,
     ) -> Optional[Lease]:
         """One attempt to take ``name``: the lease, or ``None`` if another holds it. Options as for :meth:`lock`."""
-        native = self._native.try_lock(name, ttl, watchdog, thread_owner() if owner is None else owner)
+        native = self._native.try_lock(name, ttl, watchdog, thread_owner() if owner is None else owner, fair)
         return None if native is None else Lease(native)
 
     def mutex(
@@ -139,9 +148,10 @@ class Client(ClientView):
         ttl: float = DEFAULT_TTL,
         watchdog: bool = True,
         owner: Optional[str] = None,
+        fair: Optional[bool] = None,
     ) -> Mutex:
         """A :class:`Mutex` on ``name`` with the interface of :class:`threading.Lock` (``with mutex:``)."""
-        return Mutex(self, name, ttl, watchdog, owner)
+        return Mutex(self, name, ttl, watchdog, owner, fair)
 
     def fence(self, resource: str) -> Fence:
         """The fenced register ``resource``, stored in this client's backend."""
@@ -274,12 +284,12 @@ class Mutex(MutexView):
         (as in :mod:`fencelock.aio`): wait without limit."""
         limit = wait_limit(blocking, timeout)
         if not blocking:
-            lease = self._client.try_lock(self._name, self._ttl, self._watchdog, self._owner)
+            lease = self._client.try_lock(self._name, self._ttl, self._watchdog, self._owner, self._fair)
             if lease is None:
                 return False
         else:
             try:
-                lease = self._client.lock(self._name, self._ttl, limit, self._watchdog, self._owner)
+                lease = self._client.lock(self._name, self._ttl, limit, self._watchdog, self._owner, self._fair)
             except Timeout:
                 return False
         return self._push(lease)

@@ -176,8 +176,11 @@ def wait_limit(blocking: bool, timeout: Optional[float]) -> Optional[float]:
 class MutexView:
     """What the sync and asyncio mutexes share: the options, the stack of holds, ``fence`` and the repr."""
 
-    def __init__(self, client: Any, name: str, ttl: float, watchdog: bool, owner: Optional[str]) -> None:
+    def __init__(
+        self, client: Any, name: str, ttl: float, watchdog: bool, owner: Optional[str], fair: Optional[bool]
+    ) -> None:
         self._client = client
+        self._fair = fair
         self._name = name
         self._ttl = ttl
         self._watchdog = watchdog

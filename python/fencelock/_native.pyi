@@ -58,16 +58,20 @@ class Client:
         """The metrics snapshot as core's JSON."""
     def metrics_families_json(self) -> str:
         """The snapshot as core's metric families, JSON."""
-    def lock(self, name: str, ttl: float, timeout: Optional[float], watchdog: bool, owner: Optional[str]) -> Lease:
+    def lock(
+        self, name: str, ttl: float, timeout: Optional[float], watchdog: bool, owner: Optional[str], fair: Optional[bool]
+    ) -> Lease:
         """Takes ``name``, waiting up to ``timeout`` seconds."""
     def lock_async(
-        self, name: str, ttl: float, timeout: Optional[float], watchdog: bool, owner: Optional[str]
+        self, name: str, ttl: float, timeout: Optional[float], watchdog: bool, owner: Optional[str], fair: Optional[bool]
     ) -> Awaitable[Lease]:
         """``lock`` as an awaitable."""
-    def try_lock(self, name: str, ttl: float, watchdog: bool, owner: Optional[str]) -> Optional[Lease]:
+    def try_lock(
+        self, name: str, ttl: float, watchdog: bool, owner: Optional[str], fair: Optional[bool]
+    ) -> Optional[Lease]:
         """One attempt."""
     def try_lock_async(
-        self, name: str, ttl: float, watchdog: bool, owner: Optional[str]
+        self, name: str, ttl: float, watchdog: bool, owner: Optional[str], fair: Optional[bool]
     ) -> Awaitable[Optional[Lease]]:
         """``try_lock`` as an awaitable."""
     def fence(self, resource: str) -> Fence:

@@ -62,25 +62,37 @@ class Client(ClientView):
         timeout: Optional[float] = None,
         watchdog: bool = True,
         owner: Optional[str] = None,
+        fair: Optional[bool] = None,
     ) -> Lease:
         """Takes ``name``, waiting up to ``timeout`` seconds (``None``: forever); see :meth:`fencelock.Client.lock`.
 
         The default owner is the current task. Raises :class:`~fencelock.Timeout` if the lock stays taken.
         """
-        return Lease(await self._native.lock_async(name, ttl, timeout, watchdog, task_owner() if owner is None else owner))
+        owner = task_owner() if owner is None else owner
+        return Lease(await self._native.lock_async(name, ttl, timeout, watchdog, owner, fair))
 
     async def try_lock(
-        self, name: str, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+        fair: Optional[bool] = None,
     ) -> Optional[Lease]:
         """One attempt to take ``name``: the lease, or ``None`` if another holds it."""
-        native = await self._native.try_lock_async(name, ttl, watchdog, task_owner() if owner is None else owner)
+        native = await self._native.try_lock_async(name, ttl, watchdog, task_owner() if owner is None else owner, fair)
         return None if native is None else Lease(native)
 
     def mutex(
-        self, name: str, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+        fair: Optional[bool] = None,
     ) -> Mutex:
         """A :class:`Mutex` on ``name``: ``async with client.mutex("x"):`` takes and releases it."""
-        return Mutex(self, name, ttl, watchdog, owner)
+        return Mutex(self, name, ttl, watchdog, owner, fair)
 
     def fence(self, resource: str) -> Fence:
         """The fenced register ``resource``, stored in this client's backend."""
@@ -199,12 +211,12 @@ class Mutex(MutexView):
         (as in :class:`fencelock.Mutex`): wait without limit."""
         limit = wait_limit(blocking, timeout)
         if not blocking:
-            lease = await self._client.try_lock(self._name, self._ttl, self._watchdog, self._owner)
+            lease = await self._client.try_lock(self._name, self._ttl, self._watchdog, self._owner, self._fair)
             if lease is None:
                 return False
         else:
             try:
-                lease = await self._client.lock(self._name, self._ttl, limit, self._watchdog, self._owner)
+                lease = await self._client.lock(self._name, self._ttl, limit, self._watchdog, self._owner, self._fair)
             except Timeout:
                 return False
         return self._push(lease)

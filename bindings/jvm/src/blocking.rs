@@ -5,7 +5,7 @@
 
 use fencelock::Client;
 use jni::objects::{JClass, JString};
-use jni::sys::{jboolean, jlong};
+use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned, jni_sig, jni_str};
 
 use crate::error::{Fail, shim};
@@ -57,13 +57,14 @@ pub extern "system" fn Java_dev_fencelock_Native_lockBlocking<'l>(
     timeout_ms: jlong,
     watchdog: jboolean,
     owner: JString<'l>,
+    fair: jint,
     once: jboolean,
     interruptible: jboolean,
 ) -> jlong {
     shim(&mut env, |env| {
         let client: Client = borrow::<Client>(h)?.clone();
         let name = string(env, &name, "the lock name")?;
-        let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?);
+        let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?, fair);
         let lease =
             wait(env, interruptible, fencelock_bridge::acquire(&client, &name, &opts, once)).map_err(|f| match f {
                 Fail::Lock(e) => Fail::Lock(e.with_lock(&*name).with_backend(client.url())),

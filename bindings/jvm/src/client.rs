@@ -98,13 +98,14 @@ pub extern "system" fn Java_dev_fencelock_Native_lock<'l>(
     timeout_ms: jlong,
     watchdog: jboolean,
     owner: JString<'l>,
+    fair: jint,
     once: jboolean,
     completion: JObject<'l>,
 ) -> jlong {
     shim(&mut env, |env| {
         let client = borrow::<Client>(h)?.clone();
         let name = string(env, &name, "the lock name")?;
-        let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?);
+        let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?, fair);
         start(env, &completion, async move {
             Ok(match fencelock_bridge::acquire(&client, &name, &opts, once).await? {
                 Some(lease) => Value::Lease { fence: lease.fence(), handle: into_handle(JLease::new(lease)) },

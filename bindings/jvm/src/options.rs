@@ -25,14 +25,23 @@ fn millis(ms: i64) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
 
-/// The options of one `lock`/`tryLock` call.
-pub(crate) fn lock_options(ttl_ms: i64, timeout_ms: i64, watchdog: bool, owner: Option<String>) -> LockOptions {
+/// The options of one `lock`/`tryLock` call; `fair` is `LockOptions.fairCode()` (0: the backend's default).
+pub(crate) fn lock_options(
+    ttl_ms: i64,
+    timeout_ms: i64,
+    watchdog: bool,
+    owner: Option<String>,
+    fair: i32,
+) -> LockOptions {
     let mut opts = LockOptions::default().ttl(millis(ttl_ms)).watchdog(watchdog);
     if timeout_ms >= 0 {
         opts = opts.timeout(millis(timeout_ms));
     }
     if let Some(owner) = owner {
         opts = opts.owner(owner);
+    }
+    if fair != 0 {
+        opts = opts.fair(fair > 0);
     }
     opts
 }

@@ -1,4 +1,4 @@
-//! `{ ttlMs, timeoutMs, watchdog, owner }` → `LockOptions`. Numbers are milliseconds; node/index.js has already
+//! `{ ttlMs, timeoutMs, watchdog, owner, fair }` → `LockOptions`. Numbers are milliseconds; node/index.js has already
 //! checked their types, core checks names and TTL ranges.
 
 use std::time::Duration;
@@ -18,6 +18,8 @@ pub struct LockOpts {
     pub timeout_ms: Option<f64>,
     pub watchdog: Option<bool>,
     pub owner: Option<String>,
+    /// Absent: the backend's default order.
+    pub fair: Option<bool>,
 }
 
 /// Client options as JS passes them; absent values keep core's defaults (5 s each, metrics on, no lock names).
@@ -75,6 +77,9 @@ pub(crate) fn lock_options(o: Option<LockOpts>) -> napi::Result<LockOptions> {
     }
     if let Some(owner) = o.owner {
         opts = opts.owner(owner);
+    }
+    if let Some(fair) = o.fair {
+        opts = opts.fair(fair);
     }
     Ok(opts)
 }

@@ -139,8 +139,9 @@ impl PyClient {
         timeout: Option<f64>,
         watchdog: bool,
         owner: Option<String>,
+        fair: Option<bool>,
     ) -> PyResult<PyLease> {
-        let (client, opts) = (self.get(py)?, lock_options(ttl, timeout, watchdog, owner));
+        let (client, opts) = (self.get(py)?, lock_options(ttl, timeout, watchdog, owner, fair));
         let lease = wait(py, acquire(client, name, opts, false))?;
         Ok(lease.expect("a waiting acquire returns a lease or an error"))
     }
@@ -154,8 +155,9 @@ impl PyClient {
         timeout: Option<f64>,
         watchdog: bool,
         owner: Option<String>,
+        fair: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (client, opts) = (self.get(py)?, lock_options(ttl, timeout, watchdog, owner));
+        let (client, opts) = (self.get(py)?, lock_options(ttl, timeout, watchdog, owner, fair));
         awaitable(py, async move { Ok(acquire(client, name, opts, false).await?.expect("a lease or an error")) })
     }
 
@@ -167,8 +169,9 @@ impl PyClient {
         ttl: f64,
         watchdog: bool,
         owner: Option<String>,
+        fair: Option<bool>,
     ) -> PyResult<Option<PyLease>> {
-        let (client, opts) = (self.get(py)?, lock_options(ttl, None, watchdog, owner));
+        let (client, opts) = (self.get(py)?, lock_options(ttl, None, watchdog, owner, fair));
         wait(py, acquire(client, name, opts, true))
     }
 
@@ -180,8 +183,9 @@ impl PyClient {
         ttl: f64,
         watchdog: bool,
         owner: Option<String>,
+        fair: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (client, opts) = (self.get(py)?, lock_options(ttl, None, watchdog, owner));
+        let (client, opts) = (self.get(py)?, lock_options(ttl, None, watchdog, owner, fair));
         awaitable(py, acquire(client, name, opts, true))
     }
 

@@ -27,8 +27,12 @@ pub(crate) fn lock_options(
     timeout: Option<f64>,
     watchdog: bool,
     owner: Option<String>,
+    fair: Option<bool>,
 ) -> Result<LockOptions> {
     let mut opts = LockOptions::default().ttl(seconds("ttl", ttl)?).watchdog(watchdog);
+    if let Some(fair) = fair {
+        opts = opts.fair(fair);
+    }
     if let Some(t) = timeout {
         opts = opts.timeout(wait_seconds("timeout", t)?);
     }

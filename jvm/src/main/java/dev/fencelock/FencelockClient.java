@@ -215,7 +215,7 @@ public final class FencelockClient implements AutoCloseable {
         LockOptions o = options == null ? LockOptions.defaults() : options;
         String owner = o.ownerForCaller();
         long lease = call(p -> Native.lockBlocking(p, name, o.ttlMillis(), once ? -1 : o.timeoutMillis(), o.watchdog(),
-                owner, once, interruptible));
+                owner, o.fairCode(), once, interruptible));
         return lease == 0 ? null : new Lease(lease, name, Native.leaseFence(lease));
     }
 
@@ -223,7 +223,7 @@ public final class FencelockClient implements AutoCloseable {
         LockOptions o = options == null ? LockOptions.defaults() : options;
         String owner = o.ownerForCaller();
         return call(p -> Call.start((a, fence, t, d) -> a == 0 ? null : new Lease(a, name, fence), Lease::abandon,
-                c -> Native.lock(p, name, o.ttlMillis(), o.timeoutMillis(), o.watchdog(), owner, once, c)));
+                c -> Native.lock(p, name, o.ttlMillis(), o.timeoutMillis(), o.watchdog(), owner, o.fairCode(), once, c)));
     }
 
     private CompletableFuture<Optional<Lease>> tryAcquire(String name, LockOptions options) {
@@ -232,7 +232,7 @@ public final class FencelockClient implements AutoCloseable {
         return call(p -> Call.start(
                 (a, fence, t, d) -> a == 0 ? Optional.<Lease>empty() : Optional.of(new Lease(a, name, fence)),
                 lease -> lease.ifPresent(Lease::abandon),
-                c -> Native.lock(p, name, o.ttlMillis(), -1, o.watchdog(), owner, true, c)));
+                c -> Native.lock(p, name, o.ttlMillis(), -1, o.watchdog(), owner, o.fairCode(), true, c)));
     }
 
     /** Runs {@code f} with the live client pointer; {@code CLOSED} after close. */

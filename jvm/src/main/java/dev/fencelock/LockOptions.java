@@ -11,18 +11,20 @@ public final class LockOptions {
     /** Lease time to live when none is given. */
     public static final Duration DEFAULT_TTL = Duration.ofSeconds(30);
 
-    private static final LockOptions DEFAULTS = new LockOptions(DEFAULT_TTL, null, true, null);
+    private static final LockOptions DEFAULTS = new LockOptions(DEFAULT_TTL, null, true, null, null);
 
     private final Duration ttl;
     private final Duration timeout;
     private final boolean watchdog;
     private final String owner;
+    private final Boolean fair;
 
-    private LockOptions(Duration ttl, Duration timeout, boolean watchdog, String owner) {
+    private LockOptions(Duration ttl, Duration timeout, boolean watchdog, String owner, Boolean fair) {
         this.ttl = ttl;
         this.timeout = timeout;
         this.watchdog = watchdog;
         this.owner = owner;
+        this.fair = fair;
     }
 
     /** TTL 30 s, wait forever, watchdog on, the calling thread as owner. */
@@ -32,7 +34,7 @@ public final class LockOptions {
 
     /** The lease TTL on the backend (the session timeout on ZooKeeper); 1 ms to 24 h. */
     public LockOptions withTtl(Duration ttl) {
-        return new LockOptions(Objects.requireNonNull(ttl, "ttl"), timeout, watchdog, owner);
+        return new LockOptions(Objects.requireNonNull(ttl, "ttl"), timeout, watchdog, owner, fair);
     }
 
     /** How long {@code lock} waits for a holder to let go before {@code TIMEOUT}; ignored by {@code tryLock}. */
@@ -41,17 +43,17 @@ public final class LockOptions {
         if (timeout.isNegative()) {
             throw new LockException(ErrorKind.INVALID_ARGUMENT, "timeout must not be negative, got " + timeout);
         }
-        return new LockOptions(ttl, timeout, watchdog, owner);
+        return new LockOptions(ttl, timeout, watchdog, owner, fair);
     }
 
     /** Wait as long as it takes (the default). */
     public LockOptions waitForever() {
-        return new LockOptions(ttl, null, watchdog, owner);
+        return new LockOptions(ttl, null, watchdog, owner, fair);
     }
 
     /** Renew every ttl/3 until released (default on). */
     public LockOptions withWatchdog(boolean watchdog) {
-        return new LockOptions(ttl, timeout, watchdog, owner);
+        return new LockOptions(ttl, timeout, watchdog, owner, fair);
     }
 
     /**
@@ -59,7 +61,15 @@ public final class LockOptions {
      * same fence. {@code null} (the default) means the calling thread.
      */
     public LockOptions withOwner(String owner) {
-        return new LockOptions(ttl, timeout, watchdog, owner);
+        return new LockOptions(ttl, timeout, watchdog, owner, fair);
+    }
+
+    /**
+     * Wait in arrival order among all clients ({@code true}) or not ({@code false}) where the backend offers both
+     * (Redis); {@code null} (the default) keeps the backend's default.
+     */
+    public LockOptions withFair(Boolean fair) {
+        return new LockOptions(ttl, timeout, watchdog, owner, fair);
     }
 
     public Duration ttl() {
@@ -78,6 +88,16 @@ public final class LockOptions {
     /** The explicit owner; {@code null} means the calling thread. */
     public String owner() {
         return owner;
+    }
+
+    /** The wait order asked for; {@code null}: the backend's default. */
+    public Boolean fair() {
+        return fair;
+    }
+
+    /** {@link #fair()} as the native layer takes it: 0 the default, 1 arrival order, -1 none. */
+    int fairCode() {
+        return fair == null ? 0 : fair ? 1 : -1;
     }
 
     /** The owner a call made now on this thread uses. */
@@ -110,6 +130,7 @@ public final class LockOptions {
     @Override
     public String toString() {
         return "LockOptions[ttl=" + ttl + ", timeout=" + (timeout == null ? "forever" : timeout) + ", watchdog="
-                + watchdog + ", owner=" + (owner == null ? "<thread>" : owner) + "]";
+                + watchdog + ", owner=" + (owner == null ? "<thread>" : owner) + ", fair=" + (fair == null ? "default" : fair)
+                + "]";
     }
 }

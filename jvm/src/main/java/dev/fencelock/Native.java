@@ -39,14 +39,14 @@ final class Native {
      * bindings/jvm/src/callback.rs.
      */
     static native long lock(long client, String name, long ttlMs, long timeoutMs, boolean watchdog, String owner,
-            boolean once, Completion c);
+            int fair, boolean once, Completion c);
 
     /**
      * {@code lock}/{@code tryLock} on the calling platform thread: the lease handle, 0 if {@code once} found it busy.
      * With {@code interruptible}, an interrupt cancels the wait ({@code CANCELLED}, flag left set).
      */
     static native long lockBlocking(long client, String name, long ttlMs, long timeoutMs, boolean watchdog,
-            String owner, boolean once, boolean interruptible);
+            String owner, int fair, boolean once, boolean interruptible);
 
     /** {@code done(last token or -1, remaining ms or -1, holder or null)}. */
     static native long inspect(long client, String name, Completion c);
