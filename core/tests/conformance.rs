@@ -122,6 +122,9 @@ impl Run {
         if let Some(owner) = step["owner"].as_str() {
             o = o.owner(owner);
         }
+        if let Some(fair) = step["fair"].as_bool() {
+            o = o.fair(fair);
+        }
         o
     }
 

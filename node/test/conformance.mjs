@@ -72,6 +72,7 @@ class Run {
     if (step.timeout_ms !== undefined) o.timeoutMs = step.timeout_ms;
     if (step.watchdog !== undefined) o.watchdog = step.watchdog;
     if (step.owner !== undefined) o.owner = step.owner;
+    if (step.fair !== undefined) o.fair = step.fair;
     return o;
   }
 

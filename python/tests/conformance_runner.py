@@ -145,11 +145,13 @@ class Run:
             assert ttl is not None
             watchdog = bool(step.get("watchdog", True))
             owner = step.get("owner")
+            fair = step.get("fair")
             client = self.client(step)
             if op == "lock":
-                lease: Optional[fencelock.Lease] = client.lock(name, ttl, _ms(step.get("timeout_ms")), watchdog, owner)
+                timeout = _ms(step.get("timeout_ms"))
+                lease: Optional[fencelock.Lease] = client.lock(name, ttl, timeout, watchdog, owner, fair=fair)
             else:
-                lease = client.try_lock(name, ttl, watchdog, owner)
+                lease = client.try_lock(name, ttl, watchdog, owner, fair=fair)
             busy_expected = step.get("expect") == "busy"
             if lease is not None and busy_expected:
                 raise StepFailed("acquired, expected busy")

@@ -36,7 +36,7 @@ static void exclusion_timeout_and_tokens(const char *url) {
     CHECK_ERROR_MENTIONS(name);
 
     fencelock_lock_options o = fencelock_lock_options_default();
-    CHECK(o.timeout_ms == FENCELOCK_WAIT_FOREVER && o.ttl_ms == 30000 && o.watchdog && o.owner == NULL);
+    CHECK(o.timeout_ms == FENCELOCK_WAIT_FOREVER && o.ttl_ms == 30000 && o.watchdog && o.owner == NULL && o.fair == 0);
     o.timeout_ms = 300;
     long long t0 = now_ms();
     CHECK_STATUS(fencelock_lock(b, name, &o, &lb), FENCELOCK_TIMEOUT);

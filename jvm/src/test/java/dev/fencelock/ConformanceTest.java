@@ -303,6 +303,9 @@ class ConformanceTest {
                     if (step.has("timeout_ms")) {
                         o = o.withTimeout(ms(step, "timeout_ms"));
                     }
+                    if (step.has("fair")) {
+                        o = o.withFair(step.get("fair").getAsBoolean());
+                    }
                     FencelockClient c = client(step);
                     Lease lease = op.equals("lock") ? c.lock(name, o) : c.tryLock(name, o).orElse(null);
                     boolean busyExpected = step.has("expect") && step.get("expect").getAsString().equals("busy");
