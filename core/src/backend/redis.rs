@@ -1,6 +1,7 @@
 //! `redis://` / `rediss://`: Lua scripts on the Redisson RLock layout, so Redisson clients and fencelock exclude each
 //! other: hash `<name>` with field `<client uuid>:<owner>` = hold count, PEXPIRE ttl, release publishes `0` on
-//! `redisson_lock__channel:{name}`. The fence token is `INCR redisson_lock_token:{name}` in the acquire script.
+//! `redisson_lock__channel:{name}`. The fence token comes from the counter `redisson_lock_token:{name}`, raised to
+//! the server clock in µs by the acquire script (see [`ACQUIRE`]).
 //!
 //! Waiters share one RESP3 pub/sub connection per client; a message they miss costs at most the holder's
 //! remaining TTL, the bound every wait uses.
@@ -37,16 +38,27 @@ use super::{
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 
-/// Takes the lock if free, or if the record is ours (a grant whose reply was lost); the token counter is seeded
-/// from the server clock in µs when missing, so a restart without persistence does not send tokens backwards.
+/// Takes the lock if free, or if the record is ours (a grant whose reply was lost).
+///
+/// The token is `max(counter + 1, server TIME in µs)`, and the counter is set to it (a decimal string, so Redisson's
+/// `INCR` on the same key keeps working). Why the clock: Redis replicates asynchronously, so after a failover the
+/// new master may lack the last grants and its counter may lag (or be missing, as after a restart without
+/// persistence); `counter + 1` alone would then hand out a token again. Every token granted before is at most the old
+/// master's TIME when it was granted, and the new master's TIME after the failover is later, so the new grant's
+/// token is larger. Limit: this holds while the clocks of master and replicas differ by less than the time a
+/// failover takes (seconds: sentinels' down-after plus the election); a skew beyond that is left to the fence
+/// registers, which fail closed. µs since the epoch stay below 2^53, so Lua's doubles hold them exactly; the value
+/// is built as a string, never formatted with `%g`.
 /// KEYS: lock, token counter. ARGV: ttl ms, holder. Returns {1, token} or {0, pttl of the holder}.
 pub(super) const ACQUIRE: &str = r"
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  if redis.call('exists', KEYS[2]) == 0 then
-    local t = redis.call('time')
-    redis.call('set', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
-  end
+  local t = redis.call('time')
+  local now = t[1] .. string.format('%06d', tonumber(t[2]))
   local token = redis.call('incr', KEYS[2])
+  if tonumber(now) > token then
+    redis.call('set', KEYS[2], now)
+    token = tonumber(now)
+  end
   redis.call('del', KEYS[1])
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
