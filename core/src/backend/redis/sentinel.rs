@@ -592,7 +592,7 @@ mod tests {
             ("redis+sentinel://a/m?db=x", "db=\"x\" is not a database number"),
             ("redis+sentinel://a/m?ca=%2Fc.pem", "ca= given but TLS is off (add tls=true)"),
             ("redis+sentinel://a,,b/m", "empty host"),
-            ("redis+sentinel://u:secret@a:99999/m", "u:***@"),
+            ("redis+sentinel://u:secret@a:99999/m", "port \"99999\""),
         ] {
             let err = parse(url).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{url}");
