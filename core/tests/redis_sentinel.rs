@@ -100,12 +100,18 @@ async fn with_wait_an_unconfirmed_grant_fails_up_front_and_a_confirmed_one_survi
     let a = Client::connect(&url).await.unwrap();
     // Round 1: replication cut, so no replica confirms: no grant, and no record left.
     let old = topo.master_port().await;
+    let earlier = a.lock(&support::unique("renewed"), &opts()).await.unwrap();
     topo.cut_replication(old).await;
+    // Renewals do not wait: one made while no replica listens returns at once (WAIT would take 300 ms).
+    let renewing = Instant::now();
+    earlier.renew(Some(Duration::from_secs(30))).await.unwrap();
+    assert!(renewing.elapsed() < Duration::from_millis(250), "renew took {:?}", renewing.elapsed());
     let err = a.try_lock(&name, &opts()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
     assert!(err.message().contains("only 0 of 1 replicas confirmed"), "{err}");
     let exists: bool = topo.node(old).await.exists(&name).await.unwrap();
     assert!(!exists, "an unconfirmed grant was left behind");
+    earlier.release().await.unwrap();
     topo.mend_replication(old).await;
     // Round 2: replication intact: the grant survives the master's death, and B waits.
     let lease_a = a.lock(&name, &opts()).await.unwrap();
