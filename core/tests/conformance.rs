@@ -374,6 +374,7 @@ served_backend!(redis, "FENCELOCK_TEST_REDIS", "redis://127.0.0.1:1");
 served_backend!(redis_tls, "FENCELOCK_TEST_REDIS_SECURE", "rediss://127.0.0.1:1");
 served_backend!(redlock, "FENCELOCK_TEST_REDLOCK", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3");
 served_backend!(redis_cluster, "FENCELOCK_TEST_REDIS_CLUSTER", "redis+cluster://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3");
+served_backend!(redis_sentinel, "FENCELOCK_TEST_SENTINEL", "redis+sentinel://127.0.0.1:1/fencelock-master");
 served_backend!(etcd, "FENCELOCK_TEST_ETCD", "etcd://127.0.0.1:1");
 served_backend!(postgres, "FENCELOCK_TEST_POSTGRES", "postgres://postgres@127.0.0.1:1/fencelock_test");
 served_backend!(mysql, "FENCELOCK_TEST_MYSQL", "mysql://root@127.0.0.1:1/fencelock_test");

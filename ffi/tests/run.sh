@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The C tests: builds the debug cdylib, compiles ffi/tests/c/*.c and examples/c/demo.c with AddressSanitizer (which
 # includes LeakSanitizer on Linux), runs the conformance basics, the misuse and the metrics tests on a temporary SQLite file, on
-# Redis (FENCELOCK_TEST_REDIS) and on MariaDB (FENCELOCK_TEST_MYSQL), the demo, and the demo again as
+# Redis (FENCELOCK_TEST_REDIS), Redis behind Sentinel (FENCELOCK_TEST_SENTINEL) and on MariaDB (FENCELOCK_TEST_MYSQL), the demo, and the demo again as
 # examples/c/CMakeLists.txt builds it (cmake + pkg-config, installed with apt if missing), and prints `N passed, N failed`.
 # Usage: ffi/tests/run.sh [--no-build]
 # The ASan build runs the Rust code uninstrumented: ASan's malloc serves Rust's allocations too (Rust uses the
@@ -73,6 +73,7 @@ served() {
 }
 served redis FENCELOCK_TEST_REDIS
 served redis-tls FENCELOCK_TEST_REDIS_SECURE
+served redis-sentinel FENCELOCK_TEST_SENTINEL
 served mysql FENCELOCK_TEST_MYSQL
 run "demo" "$WORK/demo" "sqlite:$WORK/demo.db"
 

@@ -39,6 +39,7 @@ class ConformanceTest {
         {"redis-tls", "FENCELOCK_TEST_REDIS_SECURE", "rediss://127.0.0.1:1"},
         {"redlock", "FENCELOCK_TEST_REDLOCK", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"},
         {"redis_cluster", "FENCELOCK_TEST_REDIS_CLUSTER", "redis+cluster://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"},
+        {"redis_sentinel", "FENCELOCK_TEST_SENTINEL", "redis+sentinel://127.0.0.1:1/fencelock-master"},
         {"etcd", "FENCELOCK_TEST_ETCD", "etcd://127.0.0.1:1"},
         {"postgres", "FENCELOCK_TEST_POSTGRES", "postgres://postgres@127.0.0.1:1/fencelock_test"},
         {"mysql", "FENCELOCK_TEST_MYSQL", "mysql://root@127.0.0.1:1/fencelock_test"},
