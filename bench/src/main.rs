@@ -6,6 +6,7 @@ mod args;
 mod baseline;
 mod daemon;
 mod handoff;
+mod latency_proxy;
 mod many;
 mod metrics_cost;
 mod procfs;
@@ -145,7 +146,11 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
             Which::Redis => {
                 print(&metrics_cost::run(name, url, args.phase, Some(metrics_cost::REDIS_RATIO)).await?, &mut misses)
             }
-            Which::Redlock => print(&versus::run(url, args.phase).await?, &mut misses),
+            Which::Redlock => {
+                for table in versus::run(url, args.phase).await? {
+                    print(&table, &mut misses);
+                }
+            }
             _ => {}
         }
     }

@@ -1,21 +1,52 @@
 //! Figure 1b, Redlock only: Redlock's uncontended acquire+release next to one Redis measured in the same run. The one
 //! Redis is the set's first instance (`redis://` on it), so the servers compared are the same build with the same
 //! settings; the phases alternate in slices so that load from elsewhere on a shared machine falls on both sides.
+//! The figure is taken twice in one run: on loopback, where it measures CPU, and with every instance behind a relay
+//! that holds each reply for [`PROXY_DELAY`], where it measures round trips.
 
 use std::time::Duration;
 
 use fencelock::Client;
 
-use crate::BoxResult;
 use crate::baseline::{RedisRaw, RedlockRaw, instance_urls};
 use crate::report::{Table, Target, dur, rate};
 use crate::stats::{SLICES, Samples};
 use crate::uncontended::{fencelock_timed, warm_up};
+use crate::{BoxResult, latency_proxy};
 
 /// Redlock's acquire+release p50 over one Redis's, at most.
 const LATENCY_RATIO: f64 = 1.5;
 
-pub async fn run(redlock_url: &str, span: Duration) -> BoxResult<Table> {
+/// The reply latency of the second measurement.
+const PROXY_DELAY: Duration = Duration::from_millis(5);
+
+/// Figure 1b on loopback, then behind the latency relay.
+pub async fn run(redlock_url: &str, span: Duration) -> BoxResult<Vec<Table>> {
+    let loopback = compare(redlock_url, span, "loopback").await?;
+    let behind = compare(&proxied(redlock_url).await?, span, &format!("{} reply latency", dur(PROXY_DELAY))).await?;
+    Ok(vec![loopback, behind])
+}
+
+/// `redlock_url` with every instance behind a latency relay of its own.
+async fn proxied(redlock_url: &str) -> BoxResult<String> {
+    let (head, rest) = redlock_url.split_once("://").ok_or("expected redlock://h1,h2,h3")?;
+    let (rest, query) = rest.split_once('?').map_or((rest, None), |(r, q)| (r, Some(q)));
+    let (rest, db) = rest.split_once('/').map_or((rest, None), |(r, db)| (r, Some(db)));
+    let auth = rest.rsplit_once('@').map(|(a, _)| a);
+    let mut hosts = Vec::new();
+    for url in instance_urls(redlock_url)? {
+        let rest = url.trim_start_matches("redis://");
+        let rest = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+        let host_port = rest.split_once('/').map_or(rest, |(h, _)| h);
+        hosts.push(format!("127.0.0.1:{}", latency_proxy::start(host_port.to_string(), PROXY_DELAY).await?));
+    }
+    let auth = auth.map(|a| format!("{a}@")).unwrap_or_default();
+    let db = db.map(|d| format!("/{d}")).unwrap_or_default();
+    let query = query.map(|q| format!("?{q}")).unwrap_or_default();
+    Ok(format!("{head}://{auth}{}{db}{query}", hosts.join(",")))
+}
+
+async fn compare(redlock_url: &str, span: Duration, network: &str) -> BoxResult<Table> {
     let urls = instance_urls(redlock_url)?;
     let single_url = urls.first().ok_or("a Redlock URL without instances")?;
     let (redlock, single) = (Client::connect(redlock_url).await?, Client::connect(single_url).await?);
@@ -41,7 +72,7 @@ pub async fn run(redlock_url: &str, span: Duration) -> BoxResult<Table> {
     let n = urls.len();
     let mut t = Table::with_columns(
         format!(
-            "1b. Redlock ({n} instances) next to one Redis, uncontended acquire+release, {} s each",
+            "1b. Redlock ({n} instances) next to one Redis, uncontended acquire+release, {network}, {} s each",
             span.as_secs_f64()
         ),
         &format!("redlock ({n})"),

@@ -6,7 +6,7 @@ mod support;
 
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fencelock::{Client, ErrorKind, Lease, LockOptions};
@@ -53,14 +53,56 @@ fn shared() -> Option<(String, Vec<u16>)> {
     Some((url, ports.split_whitespace().map(|p| p.parse().unwrap()).collect()))
 }
 
-/// After a test on the shared instances: no lock record under `prefix` is left; the counters it made are removed.
+/// How long the deletes a round leaves to the slower instances may take to land; less than any TTL a test uses, so a
+/// record nobody deletes is still there when it runs out.
+const CATCH_UP: Duration = Duration::from_secs(3);
+
+/// After a test on the shared instances: no lock record under `prefix` is left once the background deletes have
+/// landed; the counters it made are removed.
 async fn assert_clean(ports: &[u16], prefix: &str) {
+    let until = Instant::now() + CATCH_UP;
     for &port in ports {
-        assert_eq!(keys(port, &format!("{prefix}*")).await, Vec::<String>::new(), "lock records left on port {port}");
+        loop {
+            let left = keys(port, &format!("{prefix}*")).await;
+            if left.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < until, "lock records left on port {port}: {left:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         for key in keys(port, &format!("*{{{prefix}*")).await {
             del(port, &key).await;
         }
     }
+}
+
+/// Polls `check` every 10 ms until it holds; fails with `what` if it does not within `limit`.
+async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let until = Instant::now() + limit;
+    while !check().await {
+        assert!(Instant::now() < until, "not within {limit:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Whether `holder` has a record of `name` on the instance at `port`.
+async fn holds(port: u16, name: &str, holder: &str) -> bool {
+    redis::cmd("HEXISTS").arg(name).arg(holder).query_async(&mut raw(port).await).await.unwrap()
+}
+
+/// Gives `name` to another holder on the instance at `port`, for `ttl_ms`, in the Redisson layout.
+async fn plant(port: u16, name: &str, ttl_ms: u64) {
+    let mut conn = raw(port).await;
+    let _: () = redis::pipe()
+        .hset(name, "someone-else:1", 1)
+        .pexpire(name, ttl_ms as i64)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
 }
 
 /// Redis instances owned by one test, killed when it ends.
@@ -111,6 +153,20 @@ impl Instances {
         let pid = self.children[i].as_ref().and_then(Child::id).expect("instance is running");
         let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
         assert!(status.unwrap().success(), "kill -{signal} {pid}");
+    }
+
+    /// Waits until the running instances hold no lock record, as background deletes land; fails with what is left
+    /// after [`CATCH_UP`].
+    async fn assert_no_records(&self) {
+        let until = Instant::now() + CATCH_UP;
+        loop {
+            let left = self.lock_records().await;
+            if left.is_empty() {
+                return;
+            }
+            assert!(Instant::now() < until, "lock records left: {left:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// Lock records on the running instances (fence counters and registers are kept by design).
@@ -242,14 +298,34 @@ async fn renew_and_release_follow_the_majority() {
 
 /// A loopback proxy to `port` that holds every reply for `delay`: a network where latency, not CPU, dominates.
 async fn delayed(port: u16, delay: Duration) -> u16 {
+    relay(port, delay, "").await.0
+}
+
+/// A loopback proxy to `port` that holds every reply for `delay` and counts the requests that name `needle`
+/// (each chunk the client sends that contains it once, which is one request at the rates of these tests).
+async fn relay(port: u16, delay: Duration, needle: &'static str) -> (u16, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = listener.local_addr().unwrap().port();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
             let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else { return };
             let ((mut from_client, mut to_client), (mut from_server, mut to_server)) =
                 (client.into_split(), server.into_split());
-            tokio::spawn(async move { tokio::io::copy(&mut from_client, &mut to_server).await });
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0; 64 * 1024];
+                while let Ok(n @ 1..) = from_client.read(&mut buf).await {
+                    let chunk = &buf[..n];
+                    if !needle.is_empty() && chunk.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if to_server.write_all(chunk).await.is_err() {
+                        break;
+                    }
+                }
+            });
             tokio::spawn(async move {
                 let mut buf = vec![0; 64 * 1024];
                 while let Ok(n @ 1..) = from_server.read(&mut buf).await {
@@ -261,7 +337,7 @@ async fn delayed(port: u16, delay: Duration) -> u16 {
             });
         }
     });
-    proxy
+    (proxy, seen)
 }
 
 /// The median time of `try_lock` on a free lock.
@@ -332,7 +408,7 @@ async fn a_minority_down_changes_nothing() {
     assert!(next.fence() > lease.fence());
     next.release().await.unwrap();
     println!("acquire median with one instance of 3 dead: {:?}", acquire_median(&client, "m", 20).await);
-    assert_eq!(instances.lock_records().await, Vec::<String>::new());
+    instances.assert_no_records().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,7 +424,8 @@ async fn a_majority_down_is_unavailable_at_once() {
     let took = started.elapsed();
     println!("try_lock with 2 of 3 instances dead: {took:?}: {err}");
     assert_eq!(err.kind(), ErrorKind::Unavailable);
-    assert!(err.message().contains("1 of 3 instances granted"), "{err}");
+    // Two failures decide it, whether or not the live instance's grant is in yet.
+    assert!(err.message().contains("of 3 instances granted, 2 needed"), "{err}");
     // redis-rs's own reconnect loop would take seconds.
     assert!(took < Duration::from_secs(2), "took {took:?}");
     assert_eq!(held.renew(None).await.unwrap_err().kind(), ErrorKind::Unavailable);
@@ -356,7 +433,8 @@ async fn a_majority_down_is_unavailable_at_once() {
     assert_eq!(err.kind(), ErrorKind::Unavailable);
     assert!(err.message().contains("1 of 3 instances connected"), "{err}");
     held.release().await.unwrap_err();
-    assert_eq!(instances.lock_records().await, Vec::<String>::new(), "clean-up reached the live instance");
+    // The clean-up reached the live instance.
+    instances.assert_no_records().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -373,9 +451,123 @@ async fn a_hung_instance_costs_only_its_timeout() {
     println!("try_lock with one instance of 3 hung (SIGSTOP): {took:?}");
     // Two rounds, each waiting out the 50 ms instance timeout; the 5 s request timeout must not apply.
     assert!(took < Duration::from_secs(1), "took {took:?}");
-    // The hung instance runs the queued acquire and release once resumed; nothing may be left.
+    // The hung instance runs the queued acquire once resumed, and the release kept for it when it answers again;
+    // nothing may be left.
     grant(&client, "h").await;
-    assert_eq!(instances.lock_records().await, Vec::<String>::new());
+    instances.assert_no_records().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_returns_on_a_majority_and_the_slow_instance_catches_up() {
+    let Some(instances) = Instances::start(3).await else { return };
+    // Instance 2 answers after 500 ms, within its 5 s instance timeout: slow, never down.
+    let slow = delayed(instances.ports[2], Duration::from_millis(500)).await;
+    let url = format!(
+        "redlock://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{slow}?instance_timeout_ms=5000",
+        instances.ports[0], instances.ports[1]
+    );
+    let client = Client::connect(&url).await.unwrap();
+    let long = opts(30_000).watchdog(false);
+    let quick = Duration::from_millis(400);
+
+    // A grant returns on the two fast instances; the slow one's grant lands later and is ours too.
+    let started = Instant::now();
+    let lease = client.try_lock("s", &long).await.unwrap().expect("free");
+    let took = started.elapsed();
+    println!("try_lock with one instance 500 ms behind: {took:?}");
+    assert!(took < quick, "the acquire waited for the slow instance: {took:?}");
+    let slow_port = instances.ports[2];
+    eventually(CATCH_UP, "the late grant reaches the slow instance", || holds(slow_port, "s", lease.holder())).await;
+    // The release returns on the fast two too, and deletes the late grant in the background.
+    let started = Instant::now();
+    lease.release().await.unwrap();
+    assert!(started.elapsed() < quick, "the release waited for the slow instance: {:?}", started.elapsed());
+    eventually(CATCH_UP, "the late grant is released", || async { !holds(slow_port, "s", lease.holder()).await }).await;
+
+    // Busy on the fast two: the vote is decided without the slow one, whose late grant is deleted afterwards.
+    plant(instances.ports[0], "f", 30_000).await;
+    plant(instances.ports[1], "f", 30_000).await;
+    let started = Instant::now();
+    assert!(client.try_lock("f", &long).await.unwrap().is_none(), "another holds a majority");
+    assert!(started.elapsed() < quick, "the busy vote waited for the slow instance: {:?}", started.elapsed());
+    let gone = || async { keys(slow_port, "f").await.is_empty() };
+    eventually(CATCH_UP, "the failed attempt's late grant is deleted", gone).await;
+    del(instances.ports[0], "f").await;
+    del(instances.ports[1], "f").await;
+    client.close().await;
+    instances.assert_no_records().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_instance_is_marked_down_and_rejoins_when_resumed() {
+    let Some(instances) = Instances::start(3).await else { return };
+    // Requests to instance 1 pass a proxy that counts those naming the lock.
+    let (proxy, requests) = relay(instances.ports[1], Duration::ZERO, "d-lock").await;
+    let url = format!("redlock://127.0.0.1:{},127.0.0.1:{proxy},127.0.0.1:{}", instances.ports[0], instances.ports[2]);
+    let client = Client::connect(&url).await.unwrap();
+    let long = opts(30_000).watchdog(false);
+    let cycle = || async {
+        let lease = client.try_lock("d-lock", &long).await.unwrap().expect("a majority is up and free");
+        lease.release().await.unwrap();
+    };
+    cycle().await;
+    assert!(requests.load(Ordering::SeqCst) > 0, "the proxy sees the lock's requests");
+
+    // The first requests after SIGSTOP go out, get no answer within 50 ms, and mark the instance down.
+    instances.signal(1, "STOP");
+    let limit = Duration::from_secs(5);
+    let until = Instant::now() + limit;
+    loop {
+        let before = requests.load(Ordering::SeqCst);
+        cycle().await;
+        if requests.load(Ordering::SeqCst) == before {
+            break;
+        }
+        assert!(Instant::now() < until, "instance 1 is still asked {limit:?} after SIGSTOP");
+    }
+    // From then on it is not asked at all, and locks work on the other two.
+    let asked = requests.load(Ordering::SeqCst);
+    for _ in 0..20 {
+        cycle().await;
+    }
+    assert_eq!(requests.load(Ordering::SeqCst), asked, "a down instance was asked again");
+
+    // Its vote is needed when another holds instance 0: a down instance answers at once, not after its timeout.
+    plant(instances.ports[0], "busy-lock", 30_000).await;
+    let started = Instant::now();
+    for _ in 0..20 {
+        assert!(client.try_lock("busy-lock", &long).await.unwrap().is_none());
+    }
+    let took = started.elapsed();
+    println!("20 busy votes with one instance of 3 down: {took:?}");
+    // Waiting out the 50 ms timeout, they would take at least 1 s.
+    assert!(took < Duration::from_secs(1), "20 busy votes took {took:?}");
+    del(instances.ports[0], "busy-lock").await;
+
+    // Resumed, it answers a probe, runs the deletes kept for it, and grants again.
+    instances.signal(1, "CONT");
+    let port = instances.ports[1];
+    let until = Instant::now() + limit;
+    loop {
+        let lease = client.try_lock("d-lock", &long).await.unwrap().expect("free");
+        // The vote returned on a majority: give instance 1's grant a moment to land.
+        let mut granted = false;
+        for _ in 0..20 {
+            granted = holds(port, "d-lock", lease.holder()).await;
+            if granted {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        lease.release().await.unwrap();
+        if granted {
+            break;
+        }
+        assert!(Instant::now() < until, "instance 1 grants nothing {limit:?} after SIGCONT");
+    }
+    assert!(requests.load(Ordering::SeqCst) > asked);
+    // The acquires queued in its socket while it was stopped ran on SIGCONT; the deletes kept for it undid them.
+    instances.assert_no_records().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,13 +576,17 @@ async fn tokens_rise_across_restarts_without_persistence() {
     let url = instances.url();
     let t1 = grant(&Client::connect(&url).await.unwrap(), "t").await;
 
-    // Instance 0 loses its data and re-seeds its counter from its clock: its token is now the largest.
+    // Instance 0 loses its data and re-seeds its counter from its clock: its token is now the largest. Instance 2
+    // is hung meanwhile, so the grant is a vote of 0 and 1 (a round returns on the first majority to answer).
     instances.kill(0).await;
     instances.restart(0).await;
+    instances.signal(2, "STOP");
     let t2 = grant(&Client::connect(&url).await.unwrap(), "t").await;
+    instances.signal(2, "CONT");
     assert!(t2 > t1 + 1, "the re-seeded instance should give the maximum: {t1} then {t2}");
 
-    // Instance 0 dies again: the others only know t2 because the grant raised their counters to it.
+    // Instance 0 dies again: instance 1 only knows t2 because the grant raised its counter to it (instance 2 is
+    // still at t1).
     instances.kill(0).await;
     let t3 = grant(&Client::connect(&url).await.unwrap(), "t").await;
     assert!(t3 > t2, "tokens went backwards when the instance with the largest counter died: {t2} then {t3}");
@@ -404,7 +600,7 @@ async fn tokens_rise_across_restarts_without_persistence() {
     let t4 = grant(&Client::connect(&url).await.unwrap(), "t").await;
     assert!(t4 > t3, "tokens went backwards after every instance restarted empty: {t3} then {t4}");
     println!("tokens across restarts: {t1} → {t2} → {t3} → {t4}");
-    assert_eq!(instances.lock_records().await, Vec::<String>::new());
+    instances.assert_no_records().await;
 }
 
 /// `FENCELOCK_TEST_REDLOCK_TLS`: three instances that accept TLS only and require a password.

@@ -2,18 +2,39 @@
 //! holds the same records as `redis://` (Redisson RLock layout) and runs the single-Redis scripts through a
 //! [`RedisBackend`] of its own; this file adds only the majority rules, the validity check and the token round.
 //!
-//! Every round goes to all instances at once, and each instance gets a short timeout (`instance_timeout_ms`, default
-//! 50 ms, never more than the client's request timeout): a dead instance costs a round that much, not redis-rs's
-//! reconnect loop. Connections are made in the background and remade after a failure, so `connect` succeeds while a
-//! minority is down and an instance that comes back rejoins by itself.
+//! Every round goes to all instances at once and is over as soon as the answers still missing cannot change its
+//! outcome (`round.rs`: the same outcome waiting for all would give). The slower instances finish in the background:
+//! each request is a task of its own, and the next request on the same record of that instance runs after it
+//! (`chain.rs`), so a release never overtakes the acquire it follows. Each instance gets a short timeout
+//! (`instance_timeout_ms`, default 50 ms, never more than the client's request timeout); one that does not answer in
+//! time, or loses its connection, is marked down, and until a probe in the background finds it back, requests to it
+//! fail at once and count against their round (`instance.rs`): a dead instance costs its timeout once, not on every
+//! request. Connections are made in the background, so `connect` succeeds while a minority is down.
 //!
-//! | operation | done when | otherwise |
-//! |---|---|---|
-//! | acquire | a majority granted within validity = ttl − elapsed − drift, and a majority's counter holds the token (raised where needed) | release everywhere; `Busy` if a majority answered, else `Unavailable` |
-//! | renew | a majority extended the record | `LockLost` if too many found it gone for any majority to hold it, else `Unavailable` |
-//! | release | a majority deleted our record | `NotHeld` if too many said it was not ours for a majority to have held it, else `Unavailable` |
-//! | fence write | a majority accepted the token | `Fenced` if too many refused for a majority to accept, else `Unavailable` |
-//! | fence read, inspect | a majority answered: the highest token, the holder a majority agrees on | `Unavailable` |
+//! | operation | waits for | done when | otherwise |
+//! |---|---|---|---|
+//! | acquire | a majority granted; or, once that cannot happen, a majority answered or that cannot happen either | a majority granted within validity = ttl − elapsed − drift, and a majority's counter holds the token (raised where needed) | records deleted everywhere; `Busy` if a majority answered, else `Unavailable` |
+//! | renew | a majority extended, too many refused for a majority, or neither can change | a majority extended the record | `LockLost` if too many found it gone for any majority to hold it, else `Unavailable` |
+//! | release | as renew | a majority deleted our record | `NotHeld` if too many said it was not ours for a majority to have held it, else `Unavailable` |
+//! | fence write, counter raise | as renew | a majority accepted the token | `Fenced` if too many refused for a majority to accept, else `Unavailable` |
+//! | fence read | a majority answered | the highest token among them | `Unavailable` |
+//! | inspect, force release | every instance, or its timeout: the holder a majority agrees on may be in the last answer | the holder a majority agrees on | `Unavailable` without a majority of answers |
+//!
+//! Why returning before the slower instances is safe:
+//! - **A granted acquire.** Validity counts from before the vote, and every granting instance set its record's
+//!   expiry after that, so ttl − elapsed − drift bounds the time a majority holds it whatever the others do. A late
+//!   grant is our record on one more instance: the renewals extend it and the release deletes it (after it, by the
+//!   chain), and until then it only tells other contenders, truly, that the lock is held. Its counter increment can
+//!   only raise later tokens.
+//! - **A failed acquire** (busy, no majority, validity spent, counter round failed) deletes its record on every
+//!   instance that did not answer busy, the late ones included: each delete runs after that instance's vote, and a
+//!   down instance's when it is back. The attempt does not wait for the deletes: its next vote on an instance runs
+//!   after them, and another client's vote at worst finds our record on a minority, one refusal in a split vote.
+//! - **Renew.** The lease is valid while a majority's records live; a late extension lengthens a minority's record,
+//!   which gives no one else a majority and is deleted by the release.
+//! - **Release.** Once a majority deleted our record no majority holds it; the rest are deleted in the background.
+//! - **Fenced write and read.** A write accepted by a majority is seen by every later read of a majority, since any
+//!   two majorities share an instance; a write still under way to a minority is like a failed write (below).
 //!
 //! Waiters listen for release messages on every instance where another's record was seen, for at most the time
 //! until enough of those records expire to free a majority; after a split vote they add Redlock's random delay.
@@ -28,8 +49,10 @@
 //! (`super::redis_cluster`), not Redlock.
 
 mod attempt;
+mod chain;
 mod config;
 mod instance;
+mod round;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -39,11 +62,13 @@ use async_trait::async_trait;
 use futures::future::join_all;
 use futures::stream::{FuturesUnordered, StreamExt};
 use redis::Script;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use self::attempt::RedlockAttempt;
 use self::config::parse;
 use self::instance::Instance;
+use self::round::{Answers, Count, Quorum, gather};
 use super::record::Records;
 use super::redis::{RedisBackend, token_key};
 use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, lock_lost, not_held};
@@ -84,9 +109,18 @@ pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Arc<dyn B
 #[derive(Debug)]
 pub(crate) struct RedlockBackend {
     instances: Vec<Instance>,
-    quorum: usize,
+    quorum: Quorum,
     raise: Script,
     url: String,
+}
+
+/// A definite no from an instance: the record is not ours, or the token is stale.
+fn refuses(e: &Error) -> bool {
+    matches!(e.kind(), ErrorKind::LockLost | ErrorKind::NotHeld | ErrorKind::Fenced)
+}
+
+fn is_refusal<T>(answer: &Result<T>) -> bool {
+    answer.as_ref().is_err_and(refuses)
 }
 
 impl RedlockBackend {
@@ -96,7 +130,7 @@ impl RedlockBackend {
         let timeout = config.instance_timeout.min(opts.request_timeout);
         let instance_opts = opts.clone().request_timeout(timeout);
         let backend = RedlockBackend {
-            quorum: config.instances.len() / 2 + 1,
+            quorum: Quorum::of(config.instances.len()),
             instances: config
                 .instances
                 .into_iter()
@@ -119,7 +153,7 @@ impl RedlockBackend {
                     Ok(_) => up += 1,
                     Err(e) => errors.push(e),
                 }
-                if up >= self.quorum || errors.len() > self.instances.len() - self.quorum {
+                if up >= self.quorum.majority || errors.len() > self.quorum.minority() {
                     break;
                 }
             }
@@ -127,35 +161,47 @@ impl RedlockBackend {
         if tokio::time::timeout(limit, count).await.is_err() {
             errors.push(Error::unavailable(format!("the others did not connect within {limit:?}")));
         }
-        if up >= self.quorum { Ok(()) } else { Err(self.no_majority("connected", up, 0, &errors)) }
+        match up >= self.quorum.majority {
+            true => Ok(()),
+            false => Err(self.no_majority("connected", Count { done: up, ..Count::default() }, &errors)),
+        }
     }
 
-    /// Runs `op` on every instance at once; one result per instance, in URL order.
-    async fn on_all<T, F, Fut>(&self, op: F) -> Vec<Result<T>>
+    /// Sends `op` to every instance, after the earlier requests on `record` there if one is named, and gathers the
+    /// answers until `decided`.
+    async fn round<T, F, Fut>(&self, record: Option<&str>, op: F, decided: impl Fn(Count) -> bool) -> Answers<T>
     where
-        F: Fn(Arc<RedisBackend>) -> Fut,
-        Fut: Future<Output = Result<T>>,
+        T: Send + 'static,
+        F: FnOnce(Arc<RedisBackend>) -> Fut + Clone + Send + 'static,
+        Fut: Future<Output = Result<T>> + Send + 'static,
     {
-        join_all(self.instances.iter().map(|i| i.call(&op))).await
+        let requests = self.instances.iter().map(|i| i.call(record, op.clone())).collect();
+        gather(requests, |answers| decided(Count::of(answers, is_refusal))).await
     }
 
     /// `Unavailable`, saying how many instances did what and what the others said; `InvalidArgument` instead when
     /// the instances that refused the configuration (a credential, a certificate) are enough to deny any majority,
     /// since no retry fixes that.
-    fn no_majority(&self, did: &str, yes: usize, refused: usize, errors: &[Error]) -> Error {
+    fn no_majority(&self, did: &str, count: Count, errors: &[Error]) -> Error {
         let why: Vec<String> = errors.iter().map(ToString::to_string).collect();
         let misconfigured = errors.iter().filter(|e| e.kind() == ErrorKind::InvalidArgument).count();
-        let kind = match misconfigured > self.instances.len() - self.quorum {
+        let kind = match misconfigured > self.quorum.minority() {
             true => ErrorKind::InvalidArgument,
             false => ErrorKind::Unavailable,
+        };
+        let waiting = match count.pending {
+            0 => String::new(),
+            n => format!(", {n} not answered yet"),
         };
         Error::new(
             kind,
             format!(
-                "{}: {yes} of {} instances {did}, {} needed ({refused} refused, {} failed: {})",
+                "{}: {} of {} instances {did}, {} needed ({} refused, {} failed: {}{waiting})",
                 self.url,
-                self.instances.len(),
-                self.quorum,
+                count.done,
+                self.quorum.instances,
+                self.quorum.majority,
+                count.refused,
                 errors.len(),
                 why.join("; ")
             ),
@@ -164,55 +210,49 @@ impl RedlockBackend {
 
     /// The rule of renew, release and fenced writes: done if a majority did it; refused, with `refusal` made from
     /// the first refusal, once too many refused for any majority to have done it; else `Unavailable`.
-    fn majority(&self, did: &str, results: Vec<Result<()>>, refusal: impl FnOnce(Error) -> Error) -> Result<()> {
-        let (mut yes, mut refused, mut errors) = (0, Vec::new(), Vec::new());
-        for result in results {
-            match result {
-                Ok(()) => yes += 1,
-                Err(e) if matches!(e.kind(), ErrorKind::LockLost | ErrorKind::NotHeld | ErrorKind::Fenced) => {
-                    refused.push(e)
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        if yes >= self.quorum {
+    fn majority(&self, did: &str, answers: Answers<()>, refusal: impl FnOnce(Error) -> Error) -> Result<()> {
+        let count = Count::of(&answers, is_refusal);
+        let (refused, errors): (Vec<Error>, Vec<Error>) =
+            answers.into_iter().flatten().filter_map(Result::err).partition(refuses);
+        if count.done >= self.quorum.majority {
             Ok(())
-        } else if refused.len() > self.instances.len() - self.quorum {
-            Err(refusal(refused.swap_remove(0)))
+        } else if let Some(first) = refused.into_iter().next().filter(|_| count.refused > self.quorum.minority()) {
+            Err(refusal(first))
         } else {
-            Err(self.no_majority(did, yes, refused.len(), &errors))
+            Err(self.no_majority(did, count, &errors))
         }
     }
 
     /// The answers of a round that only reads, if a majority gave one.
-    fn majority_answers<T>(&self, did: &str, results: Vec<Result<T>>) -> Result<Vec<T>> {
-        let (mut answers, mut errors) = (Vec::new(), Vec::new());
-        for result in results {
-            match result {
-                Ok(answer) => answers.push(answer),
+    fn majority_answers<T>(&self, did: &str, answers: Answers<T>) -> Result<Vec<T>> {
+        let count = Count::of(&answers, |_| false);
+        let (mut done, mut errors) = (Vec::new(), Vec::new());
+        for answer in answers.into_iter().flatten() {
+            match answer {
+                Ok(a) => done.push(a),
                 Err(e) => errors.push(e),
             }
         }
-        if answers.len() >= self.quorum { Ok(answers) } else { Err(self.no_majority(did, answers.len(), 0, &errors)) }
+        if done.len() >= self.quorum.majority { Ok(done) } else { Err(self.no_majority(did, count, &errors)) }
     }
 
     /// Raises the counter of every instance to `token` (see [`RAISE_COUNTER`] for why); needs a majority.
     async fn raise_counters(&self, name: &str, token: u64) -> Result<()> {
-        let key = token_key(name);
-        let raise = |b: Arc<RedisBackend>| {
-            let mut invocation = self.raise.key(&key);
+        let (key, script) = (token_key(name), self.raise.clone());
+        let raise = move |b: Arc<RedisBackend>| async move {
+            let mut invocation = script.key(&key);
             invocation.arg(token);
-            async move { b.invoke::<i64>(&invocation).await.map(drop) }
+            b.invoke::<i64>(&invocation).await.map(drop)
         };
-        let results = self.on_all(raise).await;
-        self.majority("raised the token counter", results, |e| e)
+        let answers = self.round(None, raise, |c| self.quorum.majority_decided(c)).await;
+        self.majority("raised the token counter", answers, |e| e)
     }
 
     /// Turns a majority of grants into the lock: the token is their maximum, held by a counter on a majority (raised
     /// there if need be), and some validity must be left after both rounds.
     async fn seal(&self, req: &AcquireRequest, tokens: &[u64], started: Instant) -> Result<Grant> {
         let token = tokens.iter().copied().max().unwrap_or_default();
-        if tokens.iter().filter(|&&t| t == token).count() < self.quorum {
+        if tokens.iter().filter(|&&t| t == token).count() < self.quorum.majority {
             self.raise_counters(&req.name, token).await?;
         }
         let validity = req.ttl.saturating_sub(started.elapsed()).saturating_sub(drift(req.ttl));
@@ -221,7 +261,7 @@ impl RedlockBackend {
                 "{}: granted on {} of {} instances, but that took {:?} of the {:?} TTL",
                 self.url,
                 tokens.len(),
-                self.instances.len(),
+                self.quorum.instances,
                 started.elapsed(),
                 req.ttl
             )));
@@ -229,21 +269,32 @@ impl RedlockBackend {
         Ok(Grant { name: req.name.clone(), holder: req.holder.clone(), token, key: None })
     }
 
-    /// Deletes `holder`'s record on every instance where it exists (a failed attempt, an abandoned acquire).
-    async fn release_everywhere(&self, req: &AcquireRequest) -> Vec<Result<()>> {
-        self.on_all(|b| async move { b.abandon(req).await }).await
+    /// Deletes `req.holder`'s record on the instances `where_` says may have one, each after the requests on it
+    /// there and a down one when it is back; the deletes go on in the background.
+    fn delete_records(&self, req: &AcquireRequest, where_: &[bool]) -> Vec<JoinHandle<Result<()>>> {
+        let instances = self.instances.iter().zip(where_).filter(|(_, may)| **may);
+        instances
+            .map(|(instance, _)| {
+                let mine = req.clone();
+                instance.cleanup(&req.name, move |b| {
+                    let mine = mine.clone();
+                    async move { b.abandon(&mine).await }
+                })
+            })
+            .collect()
     }
 
     /// Deletes `req.holder`'s record everywhere (an attempt in doubt); done once a majority answered.
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
-        let results = self.release_everywhere(req).await;
-        self.majority_answers("answered", results).map(drop)
+        let requests = self.delete_records(req, &vec![true; self.instances.len()]);
+        let answers = gather(requests, |a| self.quorum.read_decided(Count::of(a, |_| false))).await;
+        self.majority_answers("answered", answers).map(drop)
     }
 
     /// How long until others' records have expired on enough of the `answered` instances for a majority to be
     /// free: the longest a missed wake-up can cost. `None` if an expiry that matters is unknown.
     fn free_in(&self, holder_ttls: Vec<Option<Duration>>, answered: usize) -> Option<Duration> {
-        let must_expire = (holder_ttls.len() + self.quorum).checked_sub(answered).filter(|&k| k > 0)?;
+        let must_expire = (holder_ttls.len() + self.quorum.majority).checked_sub(answered).filter(|&k| k > 0)?;
         let mut ttls: Vec<Duration> = holder_ttls.into_iter().map(|t| t.unwrap_or(Duration::MAX)).collect();
         ttls.sort();
         ttls.get(must_expire - 1).copied().filter(|&t| t != Duration::MAX)
@@ -252,12 +303,13 @@ impl RedlockBackend {
     /// The holder of the lock and when it frees: a holder needs records on a majority, and the lock is held until
     /// all but a minority of them expire.
     fn majority_holder(&self, infos: &[LockInfo]) -> (Option<String>, Option<Duration>) {
+        let majority = self.quorum.majority;
         for candidate in infos.iter().filter_map(|i| i.holder.as_ref()) {
             let mut remaining: Vec<Option<Duration>> =
                 infos.iter().filter(|i| i.holder.as_ref() == Some(candidate)).map(|i| i.remaining).collect();
-            if remaining.len() >= self.quorum {
+            if remaining.len() >= majority {
                 remaining.sort_by(|a, b| b.cmp(a));
-                return (Some(candidate.clone()), remaining[self.quorum - 1]);
+                return (Some(candidate.clone()), remaining[majority - 1]);
             }
         }
         (None, None)
@@ -279,40 +331,61 @@ impl Backend for RedlockBackend {
     }
 
     async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
-        let results = self.on_all(|b| async move { b.renew(grant, ttl).await }).await;
-        self.majority("renewed", results, |_| lock_lost(grant, &self.url))
+        let g = grant.clone();
+        let renew = move |b: Arc<RedisBackend>| async move { b.renew(&g, ttl).await };
+        let answers = self.round(Some(&grant.name), renew, |c| self.quorum.majority_decided(c)).await;
+        self.majority("renewed", answers, |_| lock_lost(grant, &self.url))
     }
 
     async fn release(&self, grant: &Grant) -> Result<()> {
-        let results = self.on_all(|b| async move { b.release(grant).await }).await;
-        self.majority("released", results, |_| not_held(grant, &self.url))
+        let requests = self
+            .instances
+            .iter()
+            .map(|instance| {
+                let g = grant.clone();
+                instance.cleanup(&grant.name, move |b| {
+                    let g = g.clone();
+                    async move { b.release(&g).await }
+                })
+            })
+            .collect();
+        let answers = gather(requests, |a| self.quorum.majority_decided(Count::of(a, is_refusal))).await;
+        self.majority("released", answers, |_| not_held(grant, &self.url))
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
-        let results = self.on_all(|b| async move { b.force_release(name).await }).await;
-        Ok(self.majority_answers("answered", results)?.contains(&true))
+        let n = name.to_string();
+        let force = move |b: Arc<RedisBackend>| async move { b.force_release(&n).await };
+        let answers = self.round(Some(name), force, |c| c.pending == 0).await;
+        Ok(self.majority_answers("answered", answers)?.contains(&true))
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
-        let results = self.on_all(|b| async move { b.inspect(name).await }).await;
-        let infos = self.majority_answers("answered", results)?;
+        let n = name.to_string();
+        let inspect = move |b: Arc<RedisBackend>| async move { b.inspect(&n).await };
+        let answers = self.round(None, inspect, |c| c.pending == 0).await;
+        let infos = self.majority_answers("answered", answers)?;
         let (holder, remaining) = self.majority_holder(&infos);
         // Each instance counts its own subscribers; which of them is right is no majority question.
         Ok(LockInfo { holder, remaining, last_token: infos.iter().filter_map(|i| i.last_token).max(), waiters: None })
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
-        let results = self.on_all(|b| async move { b.fence_write(resource, token, value).await }).await;
-        self.majority("accepted the write", results, |e| e)
+        let (r, v) = (resource.to_string(), value.to_vec());
+        let write = move |b: Arc<RedisBackend>| async move { b.fence_write(&r, token, &v).await };
+        let answers = self.round(None, write, |c| self.quorum.majority_decided(c)).await;
+        self.majority("accepted the write", answers, |e| e)
     }
 
     async fn fence_read(&self, resource: &str) -> Result<(u64, Vec<u8>)> {
-        let results = self.on_all(|b| async move { b.fence_read(resource).await }).await;
-        let answers = self.majority_answers("answered", results)?;
+        let r = resource.to_string();
+        let read = move |b: Arc<RedisBackend>| async move { b.fence_read(&r).await };
+        let answers = self.round(None, read, |c| self.quorum.read_decided(c)).await;
+        let answers = self.majority_answers("answered", answers)?;
         Ok(answers.into_iter().max_by_key(|(token, _)| *token).unwrap_or_default())
     }
 
     async fn close(&self) {
-        join_all(self.instances.iter().filter_map(Instance::connected).map(|b| async move { b.close().await })).await;
+        join_all(self.instances.iter().map(Instance::close)).await;
     }
 }

@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::future::join_all;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
 use super::RedlockBackend;
+use super::round::{Answers, Count, gather};
 use crate::backend::record::Records;
 use crate::backend::redis::{PubSub, RedisBackend};
 use crate::backend::waiters::Subscription;
@@ -30,12 +30,16 @@ pub(super) struct RedlockAttempt {
     undo: Undo,
 }
 
-/// What one vote came back with.
+/// What one vote came back with, as far as it was counted.
 #[derive(Default)]
 struct Votes {
     tokens: Vec<u64>,
     holder_ttls: Vec<Option<Duration>>,
     errors: Vec<Error>,
+    /// Per instance: whether our record may be there (it granted, failed, or has not answered yet).
+    maybe_ours: Vec<bool>,
+    /// Instances whose vote was still out.
+    pending: usize,
 }
 
 impl RedlockAttempt {
@@ -52,41 +56,55 @@ impl RedlockAttempt {
         }
     }
 
-    /// Asks every instance at once for the record, noting where another holder's record was seen.
+    /// Asks every instance at once for the record, until the outcome is decided, noting where another holder's
+    /// record was seen.
     async fn vote(&mut self) -> Votes {
-        let req = &self.req;
-        let asks = self.backend.instances.iter().zip(self.subscriptions.iter_mut());
-        let results = join_all(asks.map(|(i, sub)| i.call(move |b| async move { b.take(req, sub).await }))).await;
+        // Remember which release messages were seen already, so `wait` returns at once for one that lands meanwhile.
+        for sub in self.subscriptions.iter_mut().flatten() {
+            sub.mark();
+        }
+        let req = self.req.clone();
+        let take = move |b: Arc<RedisBackend>| async move { b.take(&req, &mut None).await };
+        let requests = self.backend.instances.iter().map(|i| i.call(Some(&self.req.name), take.clone())).collect();
+        let quorum = self.backend.quorum;
+        let answers: Answers<Attempt> = gather(requests, |a| quorum.vote_decided(Count::of(a, is_busy))).await;
         let mut votes = Votes::default();
-        for (result, elsewhere) in results.into_iter().zip(self.held_elsewhere.iter_mut()) {
-            *elsewhere = false;
-            match result {
-                Ok(Attempt::Acquired(grant)) => votes.tokens.push(grant.token),
-                Ok(Attempt::Busy(busy)) => {
-                    *elsewhere = true;
-                    votes.holder_ttls.push(busy.holder_ttl);
-                }
-                Err(e) => votes.errors.push(e),
+        for (answer, elsewhere) in answers.into_iter().zip(self.held_elsewhere.iter_mut()) {
+            // A busy reply is the acquire script's own answer: it took nothing.
+            *elsewhere = matches!(answer, Some(Ok(Attempt::Busy(_))));
+            votes.maybe_ours.push(!*elsewhere);
+            match answer {
+                Some(Ok(Attempt::Acquired(grant))) => votes.tokens.push(grant.token),
+                Some(Ok(Attempt::Busy(busy))) => votes.holder_ttls.push(busy.holder_ttl),
+                Some(Err(e)) => votes.errors.push(e),
+                None => votes.pending += 1,
             }
         }
         votes
     }
 
     /// The lock if a majority granted it; otherwise our records go (they would block others until they expire),
-    /// and the attempt is busy if a majority answered.
+    /// in the background, and the attempt is busy if a majority answered.
     async fn count(&self, votes: Votes, started: Instant) -> Result<Attempt> {
         let (backend, req) = (&self.backend, &self.req);
-        if votes.tokens.len() >= backend.quorum {
+        if votes.tokens.len() >= backend.quorum.majority {
+            // Late grants stay: they are ours, renewed and released with the rest (module docs).
             let sealed = backend.seal(req, &votes.tokens, started).await;
             if sealed.is_err() {
-                backend.release_everywhere(req).await;
+                backend.delete_records(req, &votes.maybe_ours);
             }
             return sealed.map(Attempt::Acquired);
         }
-        backend.release_everywhere(req).await;
+        backend.delete_records(req, &votes.maybe_ours);
         let answered = votes.tokens.len() + votes.holder_ttls.len();
-        if answered < backend.quorum {
-            return Err(backend.no_majority("granted", votes.tokens.len(), votes.holder_ttls.len(), &votes.errors));
+        if answered < backend.quorum.majority {
+            let count = Count {
+                done: votes.tokens.len(),
+                refused: votes.holder_ttls.len(),
+                failed: votes.errors.len(),
+                pending: votes.pending,
+            };
+            return Err(backend.no_majority("granted", count, &votes.errors));
         }
         Ok(Attempt::Busy(Busy { holder_ttl: backend.free_in(votes.holder_ttls, answered) }))
     }
@@ -159,6 +177,11 @@ async fn first_release(
         })
         .collect();
     let _ = tokio::time::timeout_at(until, woken.next()).await;
+}
+
+/// A busy reply counts as a vote's refusal.
+fn is_busy(answer: &Result<Attempt>) -> bool {
+    matches!(answer, Ok(Attempt::Busy(_)))
 }
 
 impl Drop for RedlockAttempt {
