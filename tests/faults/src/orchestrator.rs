@@ -7,7 +7,8 @@ use crate::history::{self, Event};
 use crate::nemesis::{self, Fault, Profile, Step};
 use crate::proxy::{Mode, Proxy};
 use crate::referee;
-use crate::servers::{self, Backend, Servers};
+use crate::sentinel;
+use crate::servers::{self, Backend, Role, Servers};
 use fencelock::{Client, LockOptions};
 use rand::{SeedableRng, rngs::StdRng};
 use std::collections::{HashMap, HashSet};
@@ -57,6 +58,10 @@ pub struct RunArgs {
     /// tells a proxy artefact from a client behaviour.
     #[arg(long)]
     pub direct: bool,
+    /// Appended to every client URL as its query (e.g. `wait_replicas=0`, `fair=true`): runs the same schedule with
+    /// another backend setting.
+    #[arg(long)]
+    pub url_query: Option<String>,
     /// Where history.jsonl and report.json go (default: <root>/target/faults/<backend>-<profile>-<seed>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -320,7 +325,13 @@ impl Run {
             Fault::ServerKill | Fault::ServerKillDelayed | Fault::LeaderKill => {
                 let n = self.servers.members.len();
                 let leader = if step.fault == Fault::LeaderKill { self.servers.leader().await } else { None };
-                let i = leader.unwrap_or((step.pick * n as f64) as usize % n);
+                // Behind Sentinel a killed master is the sentinel-failover fault; this one hits the others.
+                let master = match self.servers.backend {
+                    Backend::RedisSentinel => self.servers.sentinel_master().await,
+                    _ => None,
+                };
+                let among: Vec<usize> = (0..n).filter(|&j| Some(j) != master).collect();
+                let i = leader.unwrap_or(among[(step.pick * among.len() as f64) as usize % among.len()]);
                 let m = &mut self.servers.members[i];
                 let (name, pid) = (m.name.clone(), m.pid);
                 let how = match (step.fault, leader) {
@@ -331,11 +342,11 @@ impl Run {
                 m.kill();
                 self.nemesis_event("start", step.fault, vec![name.clone()], pid, format!("SIGKILL {how}"));
                 tokio::time::sleep(d).await;
-                let m = &mut self.servers.members[i];
-                m.start().map_err(|e| e.to_string())?;
-                let pid = m.pid;
+                self.servers.restart(i).await.map_err(|e| e.to_string())?;
+                let pid = self.servers.members[i].pid;
                 self.nemesis_event("stop", step.fault, vec![name], pid, format!("restarted after {ms}ms"));
             }
+            Fault::SentinelFailover | Fault::MasterPause => self.fail_over(step).await?,
             Fault::ConnKill => {
                 let m = &self.servers.members[0];
                 let (name, pid) = (m.name.clone(), m.pid);
@@ -367,8 +378,60 @@ impl Run {
         Ok(())
     }
 
-    /// Heal all: continue every worker, pass every link, reset every clock, restart every server and worker.
-    fn heal(&mut self) -> Result<(), String> {
+    /// Sentinel: kills (sentinel-failover) or stops (master-pause) the master the sentinels name, waits for them to
+    /// promote a replica (bounded), then restarts the old master as a replica of the new one, or continues it (the
+    /// sentinels demote it). A master-pause shorter than the down-after time is a control: no failover is awaited.
+    async fn fail_over(&mut self, step: Step) -> Result<(), String> {
+        let (d, ms) = (step.duration, step.duration.as_millis());
+        let Some(i) = self.servers.sentinel_master().await else {
+            self.nemesis_event("start", step.fault, vec![], None, "no master known to the sentinels: skipped".into());
+            self.nemesis_event("stop", step.fault, vec![], None, "skipped".into());
+            return Ok(());
+        };
+        let sentinels = self.servers.sentinels();
+        let m = &mut self.servers.members[i];
+        let (name, pid, old) = (m.name.clone(), m.pid, m.addr);
+        let t0 = Instant::now();
+        let promoted = if step.fault == Fault::SentinelFailover {
+            m.kill();
+            self.nemesis_event("start", step.fault, vec![name.clone()], pid, format!("SIGKILL the master {old}"));
+            let new = sentinel::promoted(&sentinels, old, sentinel::PROMOTION_BOUND).await;
+            tokio::time::sleep(d).await;
+            self.servers.restart(i).await.map_err(|e| e.to_string())?;
+            new
+        } else {
+            m.signal(libc::SIGSTOP);
+            self.nemesis_event(
+                "start",
+                step.fault,
+                vec![name.clone()],
+                pid,
+                format!("SIGSTOP the master {old} {ms}ms"),
+            );
+            tokio::time::sleep(d).await;
+            let new = if d > sentinel::DOWN_AFTER {
+                sentinel::promoted(&sentinels, old, sentinel::PROMOTION_BOUND).await
+            } else {
+                None
+            };
+            self.servers.members[i].signal(libc::SIGCONT);
+            new
+        };
+        let took = t0.elapsed().as_millis();
+        let how = if step.fault == Fault::SentinelFailover { "restarted as its replica" } else { "SIGCONT" };
+        let detail = match promoted {
+            Some(new) => format!("{new} promoted; {how} after {took}ms"),
+            None if step.fault == Fault::MasterPause && d <= sentinel::DOWN_AFTER => format!("control: {how}"),
+            None => format!("no promotion within {}s; {how}", sentinel::PROMOTION_BOUND.as_secs()),
+        };
+        let pid = self.servers.members[i].pid;
+        self.nemesis_event("stop", step.fault, vec![name], pid, detail);
+        Ok(())
+    }
+
+    /// Heal all: continue every worker and server, pass every link, reset every clock, restart every server and
+    /// worker.
+    async fn heal(&mut self) -> Result<(), String> {
         for s in &self.slots {
             signal_group(s.pid, libc::SIGCONT);
             for p in &s.proxies {
@@ -378,9 +441,11 @@ impl Run {
                 std::fs::write(f, "+0\n").map_err(|e| e.to_string())?;
             }
         }
-        for m in &mut self.servers.members {
+        for i in 0..self.servers.members.len() {
+            let m = &self.servers.members[i];
+            m.signal(libc::SIGCONT);
             if !m.is_running() {
-                m.start().map_err(|e| e.to_string())?;
+                self.servers.restart(i).await.map_err(|e| e.to_string())?;
             }
         }
         self.respawn_dead()
@@ -471,9 +536,22 @@ async fn start_fencelockd(
     }
 }
 
-/// Waits until a lock can be taken straight through the servers (no proxy).
-async fn wait_ready(servers: &Servers) -> Result<(), String> {
-    let url = servers.direct_url();
+/// Appends the run's `--url-query` to a client URL.
+fn with_query(url: String, query: Option<&str>) -> String {
+    match query {
+        Some(q) if !q.is_empty() => format!("{url}{}{q}", if url.contains('?') { '&' } else { '?' }),
+        _ => url,
+    }
+}
+
+/// Waits until a lock can be taken straight through the servers (no proxy); returns what the backend can do.
+async fn wait_ready(servers: &Servers, query: Option<&str>) -> Result<fencelock::Capability, String> {
+    if servers.backend == Backend::RedisSentinel {
+        let replicas: Vec<SocketAddr> =
+            servers.members.iter().skip(1).filter(|m| matches!(m.role, Role::Data(_))).map(|m| m.addr).collect();
+        sentinel::wait_ready(&servers.sentinels(), &replicas, Duration::from_secs(30)).await?;
+    }
+    let url = with_query(servers.direct_url(), query);
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut last = String::new();
     while Instant::now() < deadline {
@@ -483,12 +561,14 @@ async fn wait_ready(servers: &Servers) -> Result<(), String> {
             if let Some(l) = got {
                 l.release().await?;
             }
+            let capability = c.capability();
             c.close().await;
-            fencelock::Result::Ok(())
+            fencelock::Result::Ok(capability)
         };
-        let result: Result<fencelock::Result<()>, _> = tokio::time::timeout(Duration::from_secs(10), attempt).await;
+        let result: Result<fencelock::Result<fencelock::Capability>, _> =
+            tokio::time::timeout(Duration::from_secs(10), attempt).await;
         match result {
-            Ok(Ok(())) => return Ok(()),
+            Ok(Ok(capability)) => return Ok(capability),
             Ok(Err(e)) => last = e.to_string(),
             Err(_) => last = "timed out".into(),
         }
@@ -516,7 +596,7 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
 
     let t0 = Instant::now();
     let servers = Servers::start(args.backend, &data.0, &out.join("logs"))?;
-    wait_ready(&servers).await?;
+    let capability = wait_ready(&servers, args.url_query.as_deref()).await?;
     eprintln!("locktest: {name}: servers ready in {:.1}s", t0.elapsed().as_secs_f64());
 
     let shared = Arc::new(Shared::default());
@@ -536,7 +616,7 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
     let mut slots = Vec::new();
     for i in 0..args.clients + usize::from(go) {
         let mut proxies = Vec::new();
-        for m in &servers.members {
+        for m in servers.members.iter().filter(|_| args.backend.proxied()) {
             let p =
                 Proxy::start("127.0.0.2:0".parse().expect("addr"), m.addr).await.map_err(|e| format!("proxy: {e}"))?;
             proxies.push(p);
@@ -550,7 +630,8 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
             std::fs::write(f, "+0\n").map_err(|e| e.to_string())?;
         }
         let client = format!("c{}", i + 1);
-        let url = if args.direct { servers.direct_url() } else { servers.url(&addrs) };
+        let url = if args.direct || !args.backend.proxied() { servers.direct_url() } else { servers.url(&addrs) };
+        let url = with_query(url, args.url_query.as_deref());
         let daemon = match lang {
             Lang::Go => Some(start_fencelockd(&exe, &url, &out.join(format!("logs/{client}-fencelockd.log"))).await?),
             _ => None,
@@ -576,6 +657,12 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
         args.ttl_ms
     );
     run.phase("start", Some(label));
+    // The checker's fairness bound applies where the backend serves waiters in arrival order.
+    let flags = [("fencing", capability.fencing), ("native_wait", capability.native_wait), ("fair", capability.fair)];
+    let flags: Vec<&str> = flags.iter().filter(|f| f.1).map(|f| f.0).collect();
+    let mut e = Event::new("run", "capability", "capability", t_ref());
+    e.detail = Some(flags.join(" "));
+    run.shared.push(e);
     for i in 0..run.slots.len() {
         run.spawn_worker(i)?;
     }
@@ -607,7 +694,7 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
             tokio::time::sleep(step.gap).await;
         }
     }
-    run.heal()?;
+    run.heal().await?;
     let heal = t_ref();
     run.phase("heal", None);
     run.final_phase(heal).await;
