@@ -9,7 +9,7 @@ use crate::proxy::{Mode, Proxy};
 use crate::referee;
 use crate::sentinel;
 use crate::servers::{self, Backend, Role, Servers};
-use fencelock::{Client, LockOptions};
+use fencelock::{Client, ErrorKind, LockOptions};
 use rand::{SeedableRng, rngs::StdRng};
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -36,9 +36,12 @@ pub struct RunArgs {
     pub profile: Profile,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Number of client workers on the SDK (languages rotate rust, python, node).
+    /// Number of client workers on the SDK (languages rotate through --langs).
     #[arg(long, default_value_t = 5)]
     pub clients: usize,
+    /// The SDK workers' languages, in rotation (e.g. `rust` where the Python venv and the Node addon are not built).
+    #[arg(long, value_delimiter = ',', value_parser = parse_lang, default_value = "rust,python,node")]
+    pub langs: Vec<Lang>,
     /// No Go worker: by default the ci and soak profiles add one more client slot, a Go program on etcd's own
     /// clients talking to a fencelockd of its own (the canary never has one).
     #[arg(long)]
@@ -68,12 +71,19 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lang {
+pub enum Lang {
     Rust,
     Python,
     Node,
     /// etcd's Go clients through the slot's own fencelockd.
     Go,
+}
+
+fn parse_lang(name: &str) -> Result<Lang, String> {
+    [Lang::Rust, Lang::Python, Lang::Node]
+        .into_iter()
+        .find(|l| l.name() == name)
+        .ok_or_else(|| format!("unknown worker language {name:?} (one of rust, python, node)"))
 }
 
 impl Lang {
@@ -569,6 +579,10 @@ async fn wait_ready(servers: &Servers, query: Option<&str>) -> Result<fencelock:
             tokio::time::timeout(Duration::from_secs(10), attempt).await;
         match result {
             Ok(Ok(capability)) => return Ok(capability),
+            // A URL this build cannot serve (an unknown scheme or parameter) will not start working: say so now.
+            Ok(Err(e)) if matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Unsupported) => {
+                return Err(format!("{} servers: {e}", servers.backend.name()));
+            }
             Ok(Err(e)) => last = e.to_string(),
             Err(_) => last = "timed out".into(),
         }
@@ -604,7 +618,10 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
     let referee_addr = listener.local_addr().map_err(|e| e.to_string())?;
     tokio::spawn(referee::serve(listener, shared.history.clone()));
 
-    let langs = [Lang::Rust, Lang::Python, Lang::Node];
+    let langs = &args.langs;
+    if langs.is_empty() {
+        return Err("--langs names no language".into());
+    }
     let clocked = menu.contains(&Fault::ClockJump);
     let go = args.profile != Profile::Canary && !args.no_go;
     if go && !args.go_worker.is_file() {
