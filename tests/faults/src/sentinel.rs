@@ -26,6 +26,9 @@ pub fn data_args(port: u16, dir: &Path, master: Option<u16>) -> Vec<String> {
     args.extend(["--dir".into(), dir.to_string_lossy().into_owned()]);
     // Sentinel hands clients the address a replica announces: loopback, which is where it listens.
     args.extend(["--replica-announce-ip".into(), "127.0.0.1".into()]);
+    // A (re)started replica syncs at once: Redis's default waits 5 s for more replicas to share the transfer, and
+    // until it has synced, grants that wait for a majority of replicas fail.
+    args.extend(["--repl-diskless-sync-delay".into(), "0".into()]);
     if let Some(m) = master {
         args.extend(["--replicaof".into(), "127.0.0.1".into(), m.to_string()]);
     }
