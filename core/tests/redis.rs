@@ -89,6 +89,38 @@ async fn tokens_keep_rising_after_the_counter_is_lost() {
     let _: () = raw.del(format!("redisson_lock_token:{{{name}}}")).await.unwrap();
 }
 
+/// The server's TIME in µs.
+async fn server_micros(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query_async(raw).await.unwrap();
+    s * 1_000_000 + us
+}
+
+#[tokio::test]
+async fn tokens_follow_the_server_clock_and_a_counter_ahead_of_it() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("clock");
+    let counter = format!("redisson_lock_token:{{{name}}}");
+    let client = Client::connect(&url).await.unwrap();
+    // A counter behind the clock (a promoted replica that missed grants): the token is the clock, not 8.
+    let _: () = raw.set(&counter, 7).await.unwrap();
+    let before = server_micros(&mut raw).await;
+    let lease = client.lock(&name, &LockOptions::default()).await.unwrap();
+    let after = server_micros(&mut raw).await;
+    assert!((before..=after).contains(&lease.fence()), "{before} <= {} <= {after}", lease.fence());
+    let stored: String = raw.get(&counter).await.unwrap();
+    assert_eq!(stored, lease.fence().to_string(), "the counter is the token, in decimal");
+    lease.release().await.unwrap();
+    // A counter ahead of the clock: +1, and Redisson's INCR still works on what we stored.
+    let ahead = after + 10_000_000_000;
+    let _: () = raw.set(&counter, ahead).await.unwrap();
+    let lease = client.lock(&name, &LockOptions::default()).await.unwrap();
+    assert_eq!(lease.fence(), ahead + 1);
+    lease.release().await.unwrap();
+    let incr: u64 = raw.incr(&counter, 1).await.unwrap();
+    assert_eq!(incr, ahead + 2);
+    let _: () = raw.del(&counter).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborted_acquires_leave_no_lock_and_no_subscription() {
     let Some((url, mut raw)) = setup().await else { return };

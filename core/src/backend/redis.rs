@@ -1,6 +1,7 @@
 //! `redis://` / `rediss://`: Lua scripts on the Redisson RLock layout, so Redisson clients and fencelock exclude each
 //! other: hash `<name>` with field `<client uuid>:<owner>` = hold count, PEXPIRE ttl, release publishes `0` on
-//! `redisson_lock__channel:{name}`. The fence token is `INCR redisson_lock_token:{name}` in the acquire script.
+//! `redisson_lock__channel:{name}`. The fence token comes from the counter `redisson_lock_token:{name}`, raised to
+//! the server clock in µs by the acquire script (see [`ACQUIRE`]).
 //!
 //! Waiters share one RESP3 pub/sub connection per client; a message they miss costs at most the holder's
 //! remaining TTL, the bound every wait uses.
@@ -10,7 +11,9 @@
 //! certificate for servers that ask for one. `user:password@` authenticates an ACL user, `:password@` the
 //! `requirepass` default user (see [`security`]). Both connections, commands and pub/sub, use the same settings.
 
+mod replicas;
 mod security;
+pub(crate) mod sentinel;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -26,6 +29,9 @@ use redis::{
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+use self::replicas::{ReplicaSync, Wanted};
+/// The replica-sync parameters, for deployments that refuse them.
+pub(crate) const WAIT_PARAMETERS: [&str; 2] = Wanted::PARAMETERS;
 pub(crate) use self::security::{Security, names};
 use super::record::{RecordAttempt, Records};
 use super::redact;
@@ -37,16 +43,27 @@ use super::{
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 
-/// Takes the lock if free, or if the record is ours (a grant whose reply was lost); the token counter is seeded
-/// from the server clock in µs when missing, so a restart without persistence does not send tokens backwards.
+/// Takes the lock if free, or if the record is ours (a grant whose reply was lost).
+///
+/// The token is `max(counter + 1, server TIME in µs)`, and the counter is set to it (a decimal string, so Redisson's
+/// `INCR` on the same key keeps working). Why the clock: Redis replicates asynchronously, so after a failover the
+/// new master may lack the last grants and its counter may lag (or be missing, as after a restart without
+/// persistence); `counter + 1` alone would then hand out a token again. Every token granted before is at most the old
+/// master's TIME when it was granted, and the new master's TIME after the failover is later, so the new grant's
+/// token is larger. Limit: this holds while the clocks of master and replicas differ by less than the time a
+/// failover takes (seconds: sentinels' down-after plus the election); a skew beyond that is left to the fence
+/// registers, which fail closed. µs since the epoch stay below 2^53, so Lua's doubles hold them exactly; the value
+/// is built as a string, never formatted with `%g`.
 /// KEYS: lock, token counter. ARGV: ttl ms, holder. Returns {1, token} or {0, pttl of the holder}.
 pub(super) const ACQUIRE: &str = r"
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  if redis.call('exists', KEYS[2]) == 0 then
-    local t = redis.call('time')
-    redis.call('set', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
-  end
+  local t = redis.call('time')
+  local now = t[1] .. string.format('%06d', tonumber(t[2]))
   local token = redis.call('incr', KEYS[2])
+  if tonumber(now) > token then
+    redis.call('set', KEYS[2], now)
+    token = tonumber(now)
+  end
   redis.call('del', KEYS[1])
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
@@ -188,12 +205,17 @@ pub(crate) trait Deployment: Send + Sync + fmt::Debug + Sized + 'static {
     fn transient(e: &RedisError) -> bool {
         is_transient(e)
     }
+    /// How many replicas must confirm a grant, and how long to wait for them (see [`replicas`]).
+    fn replicas_wanted(&self) -> (u32, Duration) {
+        (0, replicas::DEFAULT_TIMEOUT)
+    }
 }
 
 /// A single Redis server, through a reconnecting `ConnectionManager`.
 #[derive(Debug)]
 pub(crate) struct Server {
     client: Client,
+    wanted: Wanted,
 }
 
 /// The RESP3 connection that carries this client's subscriptions.
@@ -220,8 +242,8 @@ fn manager_config(opts: &ClientOptions) -> ConnectionManagerConfig {
         .set_response_timeout(Some(opts.request_timeout))
 }
 
-/// The TLS settings of a `redis://` or `rediss://` URL; the rest of it is redis-rs's to read.
-fn parse(url: &str) -> Result<Security> {
+/// The TLS and replica settings of a `redis://` or `rediss://` URL; the rest of it is redis-rs's to read.
+fn parse(url: &str) -> Result<(Security, Wanted)> {
     let shown = redact(url);
     let parsed = url::Url::parse(url).map_err(|e| bad_url(url, e))?;
     if parsed.fragment().is_some() {
@@ -230,13 +252,15 @@ fn parse(url: &str) -> Result<Security> {
     }
     let pairs = parsed.query_pairs().into_owned().collect();
     let (security, rest) = Security::take(pairs, parsed.scheme() == "rediss", &shown, "use rediss://")?;
+    let (wanted, rest) = Wanted::take(rest, &shown)?;
     let unknown: Vec<&str> = names(&rest).into_iter().filter(|n| *n != "protocol").collect();
     if !unknown.is_empty() {
         return Err(Error::invalid(format!(
-            "URL {shown:?}: unknown parameters {unknown:?}; expected ca=, cert=, key= (with rediss://) or protocol="
+            "URL {shown:?}: unknown parameters {unknown:?}; expected ca=, cert=, key= (with rediss://), \
+             wait_replicas=, wait_timeout_ms= or protocol="
         )));
     }
-    Ok(security)
+    Ok((security, wanted))
 }
 
 /// A URL neither the url crate nor redis-rs could read, naming a bad port in the words of the other backends.
@@ -273,7 +297,7 @@ impl Server {
             .await
             .map_err(|_| security.timeout_error(&shown, opts.connect_timeout))?
             .map_err(|e| security.connect_error(&e, &shown))?;
-        Ok((Server { client }, conn))
+        Ok((Server { client, wanted: Wanted::default() }, conn))
     }
 }
 
@@ -284,7 +308,13 @@ impl Deployment for Server {
     const NUMSUB: Option<&'static str> = Some("NUMSUB");
 
     async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ConnectionManager)> {
-        Server::open(url, &parse(url)?, opts).await
+        let (security, wanted) = parse(url)?;
+        let (server, conn) = Server::open(url, &security, opts).await?;
+        Ok((Server { wanted, ..server }, conn))
+    }
+
+    fn replicas_wanted(&self) -> (u32, Duration) {
+        (self.wanted.replicas.unwrap_or(0), self.wanted.timeout)
     }
 
     async fn open_pubsub(&self, opts: &ClientOptions, channels: Arc<Channels>) -> Result<PubSub, RedisError> {
@@ -338,6 +368,8 @@ pub(crate) struct RedisLock<D: Deployment> {
     pubsub: OnceCell<D::PubSub>,
     channels: Arc<Channels>,
     scripts: Scripts,
+    /// Whether grants and fence writes wait for replicas (`redis/replicas.rs`).
+    sync: ReplicaSync,
     url: String,
     opts: ClientOptions,
 }
@@ -362,8 +394,10 @@ impl<D: Deployment> fmt::Debug for RedisLock<D> {
 
 impl<D: Deployment> RedisLock<D> {
     pub(crate) async fn connect(url: &str, opts: &ClientOptions) -> Result<Self> {
-        let (deployment, conn) = D::connect(url, opts).await?;
-        Ok(Self::over(deployment, conn, url, opts))
+        let (deployment, mut conn) = D::connect(url, opts).await?;
+        let (replicas, timeout) = deployment.replicas_wanted();
+        let sync = ReplicaSync::detect(&mut conn, replicas, timeout, opts, &redact(url)).await?;
+        Ok(RedisLock { sync, ..Self::over(deployment, conn, url, opts) })
     }
 
     fn over(deployment: D, conn: D::Conn, url: &str, opts: &ClientOptions) -> Self {
@@ -373,6 +407,7 @@ impl<D: Deployment> RedisLock<D> {
             pubsub: OnceCell::new(),
             channels: Arc::default(),
             scripts: Scripts::publishing_with(D::PUBLISH),
+            sync: ReplicaSync::default(),
             url: redact(url),
             opts: opts.clone(),
         }
@@ -487,9 +522,8 @@ impl<D: Deployment> Backend for RedisLock<D> {
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
-        let mut write = self.scripts.fence_write.key(fence_key(resource));
-        write.arg(token).arg(value);
-        match self.invoke::<Option<u64>>(&write).await? {
+        let args = [token.to_string().into_bytes(), value.to_vec()];
+        match self.fence_write_synced(resource, fence_key(resource), args).await? {
             None => Ok(()),
             Some(h) => Err(fenced(resource, &self.url, token, h)),
         }
@@ -517,9 +551,9 @@ impl<D: Deployment> Records for RedisLock<D> {
         if let Some(sub) = waiter {
             sub.mark();
         }
-        let mut acquire = self.scripts.acquire.key(&req.name);
-        acquire.key(D::token_key(&req.name)).arg(ttl_ms(req.ttl)).arg(&req.holder);
-        let (ok, n): (i64, i64) = self.invoke(&acquire).await?;
+        let keys = [req.name.clone(), D::token_key(&req.name)];
+        let args = [ttl_ms(req.ttl).to_string().into_bytes(), req.holder.clone().into_bytes()];
+        let (ok, n) = self.acquire_synced(&req.name, keys, args).await?;
         Ok(if ok == 1 {
             Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token: n as u64, key: None })
         } else {

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::tasks::Tasks;
 
-const SCHEMES: &str = "sqlite:, postgres://, mysql://, mariadb://, redis://, rediss://, redis+cluster://, redlock://, etcd://, etcd+https://, zk://, memory://";
+const SCHEMES: &str = "sqlite:, postgres://, mysql://, mariadb://, redis://, rediss://, redis+cluster://, redis+sentinel://, redlock://, etcd://, etcd+https://, zk://, memory://";
 
 /// Splits `scheme:rest`, lower-casing the scheme.
 fn scheme_of(url: &str) -> Result<(String, &str)> {
@@ -62,6 +62,7 @@ async fn open_scheme(url: &str, opts: &ClientOptions, tasks: &Tasks) -> Result<A
         "redis" | "rediss" => Arc::new(RedisBackend::connect(url, opts).await?),
         "memory" => Arc::new(MemoryBackend::named(rest.trim_start_matches('/'))),
         "redis+cluster" => super::redis_cluster::connect(url, opts).await?,
+        "redis+sentinel" => super::redis::sentinel::connect(url, opts).await?,
         "redlock" => super::redlock::connect(url, opts).await?,
         "etcd" | "etcd+https" => super::etcd::connect(url, opts, tasks).await?,
         "zk" => super::zookeeper::connect(url, opts).await?,
@@ -96,6 +97,7 @@ mod tests {
             "zk://h:99999",
             "redis://h:99999",
             "redis+cluster://a,h:99999",
+            "redis+sentinel://a,h:99999/m",
             "redlock://a,b,h:99999",
             "postgres://u@h:99999/db",
             "mysql://u@h:99999/db",

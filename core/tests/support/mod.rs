@@ -16,4 +16,5 @@ pub mod etcd_raw;
 pub mod members;
 pub mod redis_tls;
 pub mod secured;
+pub mod sentinel;
 pub mod sql;
