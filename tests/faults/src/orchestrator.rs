@@ -555,10 +555,16 @@ fn with_query(url: String, query: Option<&str>) -> String {
 }
 
 /// Waits until a lock can be taken straight through the servers (no proxy); returns what the backend can do.
-async fn wait_ready(servers: &Servers, query: Option<&str>) -> Result<fencelock::Capability, String> {
+async fn wait_ready(servers: &mut Servers, query: Option<&str>) -> Result<fencelock::Capability, String> {
     if servers.backend == Backend::RedisSentinel {
+        // Sentinels learn the replicas from the master's INFO every 10 s: started after the replicas synced, they
+        // see both at their first look.
         let replicas: Vec<SocketAddr> =
             servers.members.iter().skip(1).filter(|m| matches!(m.role, Role::Data(_))).map(|m| m.addr).collect();
+        sentinel::wait_synced(&replicas, Duration::from_secs(30)).await?;
+        for m in servers.members.iter_mut().filter(|m| m.role == Role::Sentinel) {
+            m.start().map_err(|e| format!("{}: {e}", m.name))?;
+        }
         sentinel::wait_ready(&servers.sentinels(), &replicas, Duration::from_secs(30)).await?;
     }
     let url = with_query(servers.direct_url(), query);
@@ -609,8 +615,8 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
     let steps = nemesis::schedule(&mut rng, &menu, ttl, args.profile.fault_phase());
 
     let t0 = Instant::now();
-    let servers = Servers::start(args.backend, &data.0, &out.join("logs"))?;
-    let capability = wait_ready(&servers, args.url_query.as_deref()).await?;
+    let mut servers = Servers::start(args.backend, &data.0, &out.join("logs"))?;
+    let capability = wait_ready(&mut servers, args.url_query.as_deref()).await?;
     eprintln!("locktest: {name}: servers ready in {:.1}s", t0.elapsed().as_secs_f64());
 
     let shared = Arc::new(Shared::default());

@@ -120,6 +120,30 @@ pub async fn wait_ready(sentinels: &[SocketAddr], replicas: &[SocketAddr], bound
     Err(format!("sentinels not ready within {}s: {last}", bound.as_secs()))
 }
 
+/// Waits until every replica reports its link to the master up.
+pub async fn wait_synced(replicas: &[SocketAddr], bound: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + bound;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match synced(replicas).await {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("replicas not synced within {}s: {last}", bound.as_secs()))
+}
+
+async fn synced(replicas: &[SocketAddr]) -> Result<(), String> {
+    for r in replicas {
+        let info = cli(*r, &["INFO", "replication"]).await?;
+        if !info.iter().any(|l| l.trim() == "master_link_status:up") {
+            return Err(format!("replica {r} not synced"));
+        }
+    }
+    Ok(())
+}
+
 async fn ready(sentinels: &[SocketAddr], replicas: &[SocketAddr]) -> Result<(), String> {
     for s in sentinels {
         let lines = cli(*s, &["SENTINEL", "master", MASTER]).await?;
@@ -132,11 +156,5 @@ async fn ready(sentinels: &[SocketAddr], replicas: &[SocketAddr]) -> Result<(), 
             return Err(format!("sentinel {s}: num-slaves {slaves:?}, num-other-sentinels {others:?}"));
         }
     }
-    for r in replicas {
-        let info = cli(*r, &["INFO", "replication"]).await?;
-        if !info.iter().any(|l| l.trim() == "master_link_status:up") {
-            return Err(format!("replica {r} not synced"));
-        }
-    }
-    Ok(())
+    synced(replicas).await
 }

@@ -213,7 +213,8 @@ fn s(v: &[&str]) -> Vec<String> {
 }
 
 impl Servers {
-    /// Writes configuration, initializes data, and starts every member (readiness is the caller's probe).
+    /// Writes configuration, initializes data, and starts every member but the sentinels (readiness is the caller's
+    /// probe, which starts those).
     pub fn start(backend: Backend, data: &Path, logs: &Path) -> Result<Servers, String> {
         let err = |e: std::io::Error| e.to_string();
         let mut members = Vec::new();
@@ -435,7 +436,8 @@ impl Servers {
             }
         }
         let mut servers = Servers { backend, members, file };
-        for m in &mut servers.members {
+        // Sentinels start once their replicas have synced (orchestrator's readiness).
+        for m in servers.members.iter_mut().filter(|m| m.role != Role::Sentinel) {
             m.start().map_err(err)?;
         }
         Ok(servers)
