@@ -342,14 +342,17 @@ impl Run {
                 };
                 let among: Vec<usize> = (0..n).filter(|&j| Some(j) != master).collect();
                 let i = leader.unwrap_or(among[(step.pick * among.len() as f64) as usize % among.len()]);
-                let m = &mut self.servers.members[i];
-                let (name, pid) = (m.name.clone(), m.pid);
-                let how = match (step.fault, leader) {
-                    (Fault::LeaderKill, Some(_)) => "the leader",
-                    (Fault::LeaderKill, None) => "no leader known: a member",
-                    _ => "a member",
+                let (name, pid) = (self.servers.members[i].name.clone(), self.servers.members[i].pid);
+                let how = match (step.fault, leader, self.servers.backend) {
+                    (Fault::LeaderKill, Some(_), _) => "the leader".to_string(),
+                    (Fault::LeaderKill, None, _) => "no leader known: a member".into(),
+                    (_, _, Backend::RedisSentinel) => match master {
+                        Some(j) => format!("a member ({} is master)", self.servers.members[j].name),
+                        None => "a member (no master known to the sentinels)".into(),
+                    },
+                    _ => "a member".into(),
                 };
-                m.kill();
+                self.servers.members[i].kill();
                 self.nemesis_event("start", step.fault, vec![name.clone()], pid, format!("SIGKILL {how}"));
                 tokio::time::sleep(d).await;
                 self.servers.restart(i).await.map_err(|e| e.to_string())?;
