@@ -4,6 +4,7 @@
 #
 #   tests/faults/run.sh                    every backend, a random seed (printed; FENCELOCK_FAULTS_SEED=N to repeat)
 #   FENCELOCK_FAULTS_BACKENDS="redis zk" tests/faults/run.sh
+#   FENCELOCK_FAULTS_LANGS=rust FENCELOCK_FAULTS_NO_GO=1 tests/faults/run.sh   without the venv, the addon and Go
 #
 # Needs root (unshare -n), the debug build of the workspace (locktest, fencelockd), the Python venv (target/python/venv)
 # and the Node addon (node/), which the earlier stages of scripts/test.sh make, and Go (/usr/local/go/bin/go) for the
@@ -14,7 +15,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 readonly ROOT
 readonly LOCKTEST=$ROOT/target/debug/locktest
-readonly BACKENDS=${FENCELOCK_FAULTS_BACKENDS:-redis redlock etcd zk postgres mysql sqlite}
+readonly BACKENDS=${FENCELOCK_FAULTS_BACKENDS:-redis redis-sentinel redlock etcd zk postgres mysql sqlite}
+# The SDK workers' languages (locktest --langs) and whether the ci runs add the Go worker: a reduced local run says so.
+readonly LANGS=${FENCELOCK_FAULTS_LANGS:-rust,python,node}
+readonly NO_GO=${FENCELOCK_FAULTS_NO_GO:-0}
 readonly SEED=${FENCELOCK_FAULTS_SEED:-$((RANDOM * 32768 + RANDOM))}
 
 log() { printf 'faults: %s\n' "$*" >&2; }
@@ -51,23 +55,35 @@ main() {
     cd "$ROOT"
     ((EUID == 0)) || die "the suite needs root for its private network namespace (unshare -n)"
     ensure_packages
-    [[ -x $LOCKTEST && -x target/debug/fencelockd ]] || cargo build -p fencelock-faults -p fencelockd
-    [[ -x target/python/venv/bin/python ]] || die "no Python venv with fencelock (python/run-tests.sh makes it)"
-    target/python/venv/bin/python -c 'import fencelock' || die "fencelock is not installed in target/python/venv"
-    compgen -G 'node/fencelock.*.node' >/dev/null || die "the Node addon is not built (node/run-tests.sh builds it)"
-    build_go_worker
+    local args=(--langs "$LANGS")
+    if [[ $NO_GO == 1 ]]; then
+        args+=(--no-go)
+        log "reduced run: no Go worker (FENCELOCK_FAULTS_NO_GO=1)"
+        [[ -x $LOCKTEST ]] || cargo build -p fencelock-faults
+    else
+        [[ -x $LOCKTEST && -x target/debug/fencelockd ]] || cargo build -p fencelock-faults -p fencelockd
+    fi
+    [[ $LANGS == rust,python,node ]] || log "reduced run: SDK workers in $LANGS only (FENCELOCK_FAULTS_LANGS)"
+    if [[ ,$LANGS, == *,python,* ]]; then
+        [[ -x target/python/venv/bin/python ]] || die "no Python venv with fencelock (python/run-tests.sh makes it)"
+        target/python/venv/bin/python -c 'import fencelock' || die "fencelock is not installed in target/python/venv"
+    fi
+    if [[ ,$LANGS, == *,node,* ]]; then
+        compgen -G 'node/fencelock.*.node' >/dev/null || die "the Node addon is not built (node/run-tests.sh builds it)"
+    fi
+    [[ $NO_GO == 1 ]] || build_go_worker
 
     log "seed $SEED (FENCELOCK_FAULTS_SEED=$SEED tests/faults/run.sh repeats the schedules)"
     local failed=() runs=() b t0
     for b in $BACKENDS; do
         t0=$SECONDS
-        if ! "$LOCKTEST" run --backend "$b" --profile ci --seed "$SEED"; then failed+=("$b ci"); fi
+        if ! "$LOCKTEST" run --backend "$b" --profile ci --seed "$SEED" "${args[@]}"; then failed+=("$b ci"); fi
         runs+=("target/faults/$b-ci-$SEED")
         log "$b ci: $((SECONDS - t0))s"
     done
     # The canary: client pauses only; it fails unless the faults make an unfenced resource go wrong.
     t0=$SECONDS
-    if ! "$LOCKTEST" run --backend redis --profile canary --seed "$SEED"; then failed+=("redis canary"); fi
+    if ! "$LOCKTEST" run --backend redis --profile canary --seed "$SEED" --langs "$LANGS"; then failed+=("redis canary"); fi
     runs+=("target/faults/redis-canary-$SEED")
     log "redis canary: $((SECONDS - t0))s"
 

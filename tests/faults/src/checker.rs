@@ -1,6 +1,7 @@
 //! The checker (SAFETY-TESTING.md §5): reads a history and computes the figures of §6, per property.
 
 use crate::history::Event;
+use crate::nemesis::Fault;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -79,6 +80,21 @@ pub struct Report {
     pub final_phase_missing: Vec<String>,
     pub false_alarms: u64,
     pub false_alarm_examples: Vec<String>,
+    /// The backend serves waiters in arrival order (`capability().fair`, recorded by the run): P11 applies.
+    pub fair: bool,
+    /// P11: acquire waits with no fault active (nor within 2×TTL after one), and those longer than
+    /// 3 × (grants to others during the wait + 1) × TTL.
+    pub fair_waits_checked: u64,
+    pub fair_wait_violations: u64,
+    pub fair_wait_examples: Vec<String>,
+    /// The longest checked wait as a fraction of its bound.
+    pub fair_wait_max_ratio: Option<f64>,
+    /// Believed overlaps that began while the sentinels failed over (sentinel-failover, master-pause, and 2×TTL
+    /// after), the older holder under no client fault: two holders made by the failover itself.
+    pub failover_overlaps: u64,
+    /// Of those, the ones where the older holder still got a fenced op accepted after the newer one was granted.
+    pub failover_unfenced: u64,
+    pub failover_examples: Vec<String>,
     pub canary: bool,
     pub failures: Vec<String>,
 }
@@ -111,6 +127,35 @@ fn phases(h: &[Event]) -> Phases {
     let end = mark("end").unwrap_or(last);
     let first_fault = h.iter().find(|e| e.src == "nemesis" && e.kind == "start").map(|e| e.t_ref);
     Phases { start, faults: mark("faults").or(first_fault).unwrap_or(end), heal: mark("heal").unwrap_or(end), end }
+}
+
+/// A fault's span: from its start to its stop (the end of the run if it never stopped).
+struct Window<'a> {
+    f: &'a str,
+    targets: &'a [String],
+    from: u64,
+    to: u64,
+}
+
+fn fault_windows(h: &[Event], end: u64) -> Vec<Window<'_>> {
+    let nemesis = |e: &&Event, kind: &str| e.src == "nemesis" && e.kind == kind;
+    let mut out = Vec::new();
+    for (i, e) in h.iter().enumerate().filter(|(_, e)| nemesis(e, "start")) {
+        let stop = h[i + 1..].iter().find(|x| nemesis(x, "stop") && x.f == e.f);
+        out.push(Window {
+            f: e.f.as_deref().unwrap_or(""),
+            targets: e.targets.as_deref().unwrap_or(&[]),
+            from: e.t_ref,
+            to: stop.map_or(end, |x| x.t_ref),
+        });
+    }
+    out
+}
+
+/// The TTL from the run's label (`ttl=2000ms`); 2 s, the suite's default, for a history without one.
+fn ttl_ns(label: &str) -> u64 {
+    let ms = label.split_whitespace().find_map(|w| w.strip_prefix("ttl=")?.strip_suffix("ms")?.parse::<u64>().ok());
+    ms.unwrap_or(2000) * 1_000_000
 }
 
 /// Builds the sessions from the worker events.
@@ -364,6 +409,84 @@ pub fn check(h: &[Event], canary: bool) -> Report {
         r.final_phase_s = last_per_client.values().flatten().max().map(|t| secs(t - ph.heal));
     }
 
+    // A fault's effects outlast its stop: a killed holder's record expires a TTL later, clients reconnect and find
+    // the new master. Within this grace after a fault the fault still counts as active.
+    let ttl = ttl_ns(&r.run);
+    let grace = 2 * ttl;
+    let spans = fault_windows(&h, ph.end);
+
+    // P11: with a fair backend and no fault active, a wait is bounded by the grants served before it.
+    r.fair = h.iter().any(|e| {
+        e.is("run", "capability", "capability")
+            && e.detail.as_deref().is_some_and(|d| d.split(' ').any(|w| w == "fair"))
+    });
+    if r.fair {
+        let mut invoked: HashMap<(&str, u32), u64> = HashMap::new();
+        let mut worst: Option<f64> = None;
+        for e in h.iter().filter(|e| e.src == "worker" && e.f.as_deref() == Some("acquire")) {
+            let key = (e.client.as_deref().unwrap_or(""), e.pid.unwrap_or(0));
+            if e.kind == "invoke" {
+                invoked.insert(key, e.t_ref);
+                continue;
+            }
+            // A wait that ended in an error other than TIMEOUT (`info`) was cut short by the backend, not served.
+            let Some(from) = invoked.remove(&key).filter(|_| e.kind == "ok" || e.kind == "fail") else { continue };
+            let to = e.t_ref;
+            if spans.iter().any(|w| w.from < to && from < w.to + grace) {
+                continue;
+            }
+            r.fair_waits_checked += 1;
+            let others = ss.iter().filter(|s| s.client != key.0 && s.t_ok > from && s.t_ok < to).count() as u64;
+            let bound = 3 * (others + 1) * ttl;
+            let ratio = (to - from) as f64 / bound as f64;
+            worst = Some(worst.map_or(ratio, |w| w.max(ratio)));
+            if to - from > bound {
+                r.fair_wait_violations += 1;
+                if r.fair_wait_examples.len() < 5 {
+                    r.fair_wait_examples.push(format!(
+                        "{} waited {:.1}s while others got {others} grant(s) (bound {:.1}s)",
+                        key.0,
+                        secs(to - from),
+                        secs(bound)
+                    ));
+                }
+            }
+        }
+        r.fair_wait_max_ratio = worst;
+    }
+
+    // Two holders made by a failover: an overlap that began during one, the older holder under no client fault of
+    // its own (a paused or clock-jumped holder outlives its lease whatever the backend does). With replica-synced
+    // grants the newer one must not happen; if it does, the older holder must be fenced from then on.
+    let client_fault = |f: &str| matches!(f, "client-pause" | "client-kill" | "clock-jump");
+    for (a, b) in &overlaps {
+        let t = b.t_ok;
+        let failing_over = spans.iter().any(|w| Fault::fails_over(w.f) && w.from <= t && t <= w.to + grace);
+        let own_fault = spans
+            .iter()
+            .any(|w| client_fault(w.f) && w.targets.contains(&a.client) && w.from < t && a.t_ok < w.to + grace);
+        if !supersedes(b, a) || !failing_over || own_fault {
+            continue;
+        }
+        r.failover_overlaps += 1;
+        let stale =
+            ops.iter().find(|e| e.session.as_deref() == Some(&a.id) && e.t_ref > t && e.ok.is_some_and(|ok| ok[0]));
+        if let Some(op) = stale {
+            r.failover_unfenced += 1;
+            if r.failover_examples.len() < 5 {
+                r.failover_examples.push(format!(
+                    "{} (token {}) got a fenced {} accepted {:.2}s after {} (token {}) was granted",
+                    a.id,
+                    a.token,
+                    op.f.as_deref().unwrap_or("op"),
+                    secs(op.t_ref - t),
+                    b.id,
+                    b.token
+                ));
+            }
+        }
+    }
+
     // P10: false alarms in the quiet windows (warm-up, after the heal).
     let windows = [(ph.start, ph.faults), (ph.heal, ph.end)];
     let quiet = |s: &Session| windows.iter().any(|&(a, b)| s.t_invoke >= a && s.t_let_go <= b && b > a);
@@ -416,6 +539,8 @@ fn failures(r: &Report) -> Vec<String> {
     must_be_zero("P7 releases while another held", r.unsafe_releases as i64);
     must_be_zero("P8 nested acquires with another token", r.reentrancy_violations as i64);
     must_be_zero("P10 false alarms in quiet periods", r.false_alarms as i64);
+    must_be_zero("P11 fair waits over the bound", r.fair_wait_violations as i64);
+    must_be_zero("failover double grants not fenced", r.failover_unfenced as i64);
     if r.acquire_ok == 0 {
         f.push("no acquisition at all".into());
     }
@@ -441,15 +566,16 @@ pub fn table(reports: &[Report]) -> String {
     let mut s = String::from(
         "| run | clients | acquisitions ok (of them go) | faults | violations with fencing | without fencing (interleave/stale/lost) | \
          cas-unique | token dup/regress | losses notified | renew after other (P6) | unsafe release (P7) | \
-         recovery p50/max | final phase | false alarms | result |\n",
+         recovery p50/max | final phase | false alarms | fair waits over bound (P11) | failover double grants (unfenced) | \
+         result |\n",
     );
-    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for r in reports {
         let faults: u64 = r.faults.values().sum();
         let pol = |p: &PolicyFigures| format!("{}/{}/{}", p.interleave, p.stale_accepted, p.lost_updates);
         let run = r.run.replace("backend=", "").replace(" profile=", " ").replace(" seed=", " seed ");
         s += &format!(
-            "| {run} | {} | {} ({}) | {faults} | {} | {} | {} | {}/{} | {}/{} | {} | {} | {}/{} | {}/{} in {} | {} | {} |\n",
+            "| {run} | {} | {} ({}) | {faults} | {} | {} | {} | {}/{} | {}/{} | {} | {} | {}/{} | {}/{} in {} | {} | {} | {} | {} |\n",
             langs(r),
             r.acquire_ok,
             r.acquire_ok_by_lang.get("go").map_or("-".into(), |n| n.to_string()),
@@ -468,6 +594,12 @@ pub fn table(reports: &[Report]) -> String {
             r.clients.len(),
             opt_s(r.final_phase_s),
             r.false_alarms,
+            if r.fair { format!("{}/{}", r.fair_wait_violations, r.fair_waits_checked) } else { "-".into() },
+            if r.faults.keys().any(|f| Fault::fails_over(f)) {
+                format!("{} ({})", r.failover_overlaps, r.failover_unfenced)
+            } else {
+                "-".into()
+            },
             if r.failures.is_empty() { "PASS" } else { "FAIL" },
         );
     }
@@ -545,6 +677,29 @@ pub fn render(r: &Report) -> String {
     s += &format!("false alarms in quiet periods: {}   {}\n", r.false_alarms, verdict(r.false_alarms == 0));
     for ex in &r.false_alarm_examples {
         s += &format!("    {ex}\n");
+    }
+    if r.fair {
+        s += &format!(
+            "fair wait bound (3 × (grants to others + 1) × TTL): checked={} over={} worst={}   {}\n",
+            r.fair_waits_checked,
+            r.fair_wait_violations,
+            r.fair_wait_max_ratio.map_or("-".into(), |w| format!("{:.0}%", w * 100.0)),
+            verdict(r.fair_wait_violations == 0)
+        );
+        for ex in &r.fair_wait_examples {
+            s += &format!("    {ex}\n");
+        }
+    }
+    if r.faults.keys().any(|f| Fault::fails_over(f)) {
+        s += &format!(
+            "failover: double grants={} of them not fenced={}   {}\n",
+            r.failover_overlaps,
+            r.failover_unfenced,
+            verdict(r.failover_unfenced == 0)
+        );
+        for ex in &r.failover_examples {
+            s += &format!("    {ex}\n");
+        }
     }
     for f in &r.failures {
         s += &format!("FAIL: {f}\n");
@@ -841,5 +996,85 @@ mod tests {
         let r = h.check(false);
         assert_eq!(r.overlap_pairs, 0, "{}", render(&r));
         assert!(r.losses_unnotified.is_empty());
+    }
+
+    /// The run's record of a fair backend, and its TTL (2 s) in the label.
+    fn fair(mut h: H) -> H {
+        let mut e = Event::new("run", "capability", "capability", 1);
+        e.detail = Some("fencing native_wait fair".into());
+        h.0.push(e);
+        if let Some(start) = h.0.iter_mut().find(|e| e.is("run", "phase", "start")) {
+            start.detail = Some("backend=etcd(3) profile=ci seed=1 ttl=2000ms".into());
+        }
+        h
+    }
+
+    #[test]
+    fn a_fair_backend_must_not_keep_a_waiter_past_the_bound() {
+        // c waits from `from` until 31 s; a2 (21 s) and b2 (23 s) are the grants to others after the heal.
+        let waiter = |from: u64| {
+            clean()
+                .w(from, "invoke", "acquire", "c", None, None)
+                .w(31 * S, "ok", "acquire", "c", Some("c1"), Some(300))
+                .w(31 * S + 5, "invoke", "release", "c", Some("c1"), Some(300))
+                .w(31 * S + 6, "ok", "release", "c", Some("c1"), Some(300))
+        };
+        // From 24 s: 7 s with no grant to anyone else, over the bound of 3 × 1 × 2 s.
+        let r = fair(waiter(24 * S)).check(false);
+        assert_eq!((r.fair_waits_checked, r.fair_wait_violations), (5, 1), "{}", render(&r));
+        assert!(r.failures.iter().any(|f| f.starts_with("P11")), "{:?}", r.failures);
+        assert_eq!(r.fair_wait_examples, vec!["c waited 7.0s while others got 0 grant(s) (bound 6.0s)".to_string()]);
+        assert!(r.fair_wait_max_ratio.is_some_and(|w| w > 1.0), "{r:?}");
+        // From 20.5 s: 10.5 s, but two grants to others came first, so the bound is 3 × 3 × 2 s = 18 s.
+        let r = fair(waiter(20 * S + S / 2)).check(false);
+        assert_eq!((r.fair_waits_checked, r.fair_wait_violations), (5, 0), "{}", render(&r));
+        // An unfair backend is not held to it.
+        let r = waiter(24 * S).check(false);
+        assert_eq!((r.fair, r.fair_waits_checked, r.fair_wait_violations), (false, 0, 0));
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
+        // Nor is a wait during a fault, or within 2×TTL after one.
+        let r = fair(waiter(24 * S).fault(20 * S, "start", "server-kill").fault(21 * S, "stop", "server-kill"));
+        let r = r.check(false);
+        assert_eq!(r.fair_wait_violations, 0, "{}", render(&r));
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
+        // 2×TTL after the stop, the fault is over.
+        let r = fair(waiter(24 * S).fault(19 * S, "start", "server-kill").fault(19 * S + 1, "stop", "server-kill"));
+        assert_eq!(r.check(false).fair_wait_violations, 1);
+        assert!(render(&fair(clean()).check(false)).contains("fair wait bound"));
+    }
+
+    /// a (token 20) holds from 10 s; the master fails over at 11 s; b is granted token 21 at 12 s; a writes at 13 s.
+    fn failover(fenced_accepts: bool) -> H {
+        clean()
+            .fault(11 * S, "start", "sentinel-failover")
+            .hold(10 * S, 15 * S, "a", "a9", 20)
+            .hold(12 * S, 14 * S, "b", "b9", 21)
+            .op(10 * S + 10, "read", "a9", 20, ALL, (2, 2))
+            .op(13 * S, "write", "a9", 20, [fenced_accepts, true, false], (2, 3))
+            .fault(14 * S + 500_000_000, "stop", "sentinel-failover")
+    }
+
+    #[test]
+    fn a_failover_that_grants_twice_must_fence_the_older_holder() {
+        let r = failover(true).w(13 * S + 5, "lost", "lost", "a", Some("a9"), Some(20)).check(false);
+        assert_eq!((r.failover_overlaps, r.failover_unfenced), (1, 1), "{}", render(&r));
+        assert!(r.failures.iter().any(|f| f.starts_with("failover double grants")), "{:?}", r.failures);
+        let example = "a9 (token 20) got a fenced write accepted 1.00s after b9 (token 21) was granted";
+        assert_eq!(r.failover_examples, vec![example.to_string()]);
+        // Fenced: the double grant is measured, not a failure of its own.
+        let r = failover(false).w(13 * S + 5, "lost", "lost", "a", Some("a9"), Some(20)).check(false);
+        assert_eq!((r.failover_overlaps, r.failover_unfenced), (1, 0), "{}", render(&r));
+        assert!(!r.failures.iter().any(|f| f.starts_with("failover")), "{:?}", r.failures);
+        // A holder paused through the failover outlives its lease whatever the backend does: not the failover's.
+        let mut pause = Event::new("nemesis", "start", "client-pause", 10 * S + 500);
+        pause.targets = Some(vec!["a".into()]);
+        let mut h = failover(true);
+        h.0.push(pause);
+        let r = h.fault(12 * S + 500, "stop", "client-pause").check(false);
+        assert_eq!(r.failover_overlaps, 0, "{}", render(&r));
+        // The same overlap with no failover in the history is P4's business only.
+        let mut h = failover(true);
+        h.0.retain(|e| e.src != "nemesis");
+        assert_eq!(h.check(false).failover_overlaps, 0);
     }
 }

@@ -7,6 +7,7 @@ mod nemesis;
 mod orchestrator;
 mod proxy;
 mod referee;
+mod sentinel;
 mod servers;
 mod worker;
 

@@ -40,7 +40,13 @@ impl Profile {
         }
         let mut f = vec![ClientPause, ClientKill, ClockJump];
         if backend != Backend::Sqlite {
-            f.extend([ServerKill, ServerKillDelayed, ProxyDelay, ProxyFreeze, ProxyCut]);
+            f.extend([ServerKill, ServerKillDelayed]);
+        }
+        if backend.proxied() {
+            f.extend([ProxyDelay, ProxyFreeze, ProxyCut]);
+        }
+        if backend == Backend::RedisSentinel {
+            f.extend([SentinelFailover, MasterPause]);
         }
         if backend.has_leader() {
             f.push(LeaderKill);
@@ -74,10 +80,15 @@ pub enum Fault {
     ProxyCut,
     /// MySQL: the server ends every client connection (`KILL <id>`), as an administrator or a failover would.
     ConnKill,
+    /// Sentinel: SIGKILL the master, let the sentinels promote a replica, restart the old one as its replica.
+    SentinelFailover,
+    /// Sentinel: SIGSTOP the master past the down-after time, so the sentinels fail over while it still holds its
+    /// clients' connections; SIGCONT it (the sentinels demote it).
+    MasterPause,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 12] = [
         Fault::ClientPause,
         Fault::ClientKill,
         Fault::ClockJump,
@@ -88,6 +99,8 @@ impl Fault {
         Fault::ProxyFreeze,
         Fault::ProxyCut,
         Fault::ConnKill,
+        Fault::SentinelFailover,
+        Fault::MasterPause,
     ];
 
     pub fn parse(name: &str) -> Result<Fault, String> {
@@ -109,7 +122,14 @@ impl Fault {
             Fault::ProxyFreeze => "proxy-freeze",
             Fault::ProxyCut => "proxy-cut",
             Fault::ConnKill => "conn-kill",
+            Fault::SentinelFailover => "sentinel-failover",
+            Fault::MasterPause => "master-pause",
         }
+    }
+
+    /// Faults that make the sentinels fail over (the checker's failover windows).
+    pub fn fails_over(name: &str) -> bool {
+        name == Fault::SentinelFailover.name() || name == Fault::MasterPause.name()
     }
 }
 
@@ -139,6 +159,8 @@ pub fn schedule(rng: &mut StdRng, menu: &[Fault], ttl: Duration, phase: Duration
             Fault::ServerKill | Fault::ClientKill | Fault::ConnKill => 0.0,
             Fault::ServerKillDelayed => rng.random_range(1.2..2.0),
             Fault::LeaderKill => rng.random_range(0.0..1.5),
+            // How long the killed master stays down after the promotion.
+            Fault::SentinelFailover => rng.random_range(0.5..1.5),
             _ if rng.random_bool(0.2) => rng.random_range(0.2..0.6), // a control: shorter than the TTL
             _ => rng.random_range(1.2..2.0),
         };
@@ -187,6 +209,14 @@ mod tests {
         assert!(Profile::Ci.faults(Backend::Mysql).contains(&Fault::ConnKill));
         assert!(!Profile::Ci.faults(Backend::Postgres).contains(&Fault::ConnKill));
         assert_eq!(Profile::Canary.faults(Backend::Redis), vec![Fault::ClientPause]);
+        let sentinel = Profile::Ci.faults(Backend::RedisSentinel);
+        assert!(sentinel.contains(&Fault::SentinelFailover) && sentinel.contains(&Fault::MasterPause));
+        assert!(!sentinel.iter().any(|f| matches!(f, Fault::ProxyDelay | Fault::ProxyFreeze | Fault::ProxyCut)));
+        assert!(!Profile::Ci.faults(Backend::Redis).contains(&Fault::SentinelFailover));
+        for seed in 0..20 {
+            let a = schedule(&mut StdRng::seed_from_u64(seed), &sentinel, ttl, Profile::Ci.fault_phase());
+            assert!(sentinel.iter().all(|f| a.iter().any(|s| s.fault == *f)), "seed {seed}: not every fault: {a:?}");
+        }
     }
 
     #[test]

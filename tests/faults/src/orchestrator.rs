@@ -7,8 +7,9 @@ use crate::history::{self, Event};
 use crate::nemesis::{self, Fault, Profile, Step};
 use crate::proxy::{Mode, Proxy};
 use crate::referee;
-use crate::servers::{self, Backend, Servers};
-use fencelock::{Client, LockOptions};
+use crate::sentinel;
+use crate::servers::{self, Backend, Role, Servers};
+use fencelock::{Client, ErrorKind, LockOptions};
 use rand::{SeedableRng, rngs::StdRng};
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -35,9 +36,12 @@ pub struct RunArgs {
     pub profile: Profile,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Number of client workers on the SDK (languages rotate rust, python, node).
+    /// Number of client workers on the SDK (languages rotate through --langs).
     #[arg(long, default_value_t = 5)]
     pub clients: usize,
+    /// The SDK workers' languages, in rotation (e.g. `rust` where the Python venv and the Node addon are not built).
+    #[arg(long, value_delimiter = ',', value_parser = parse_lang, default_value = "rust,python,node")]
+    pub langs: Vec<Lang>,
     /// No Go worker: by default the ci and soak profiles add one more client slot, a Go program on etcd's own
     /// clients talking to a fencelockd of its own (the canary never has one).
     #[arg(long)]
@@ -57,18 +61,29 @@ pub struct RunArgs {
     /// tells a proxy artefact from a client behaviour.
     #[arg(long)]
     pub direct: bool,
+    /// Appended to every client URL as its query (e.g. `wait_replicas=0`, `fair=true`): runs the same schedule with
+    /// another backend setting.
+    #[arg(long)]
+    pub url_query: Option<String>,
     /// Where history.jsonl and report.json go (default: <root>/target/faults/<backend>-<profile>-<seed>).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lang {
+pub enum Lang {
     Rust,
     Python,
     Node,
     /// etcd's Go clients through the slot's own fencelockd.
     Go,
+}
+
+fn parse_lang(name: &str) -> Result<Lang, String> {
+    [Lang::Rust, Lang::Python, Lang::Node]
+        .into_iter()
+        .find(|l| l.name() == name)
+        .ok_or_else(|| format!("unknown worker language {name:?} (one of rust, python, node)"))
 }
 
 impl Lang {
@@ -320,22 +335,31 @@ impl Run {
             Fault::ServerKill | Fault::ServerKillDelayed | Fault::LeaderKill => {
                 let n = self.servers.members.len();
                 let leader = if step.fault == Fault::LeaderKill { self.servers.leader().await } else { None };
-                let i = leader.unwrap_or((step.pick * n as f64) as usize % n);
-                let m = &mut self.servers.members[i];
-                let (name, pid) = (m.name.clone(), m.pid);
-                let how = match (step.fault, leader) {
-                    (Fault::LeaderKill, Some(_)) => "the leader",
-                    (Fault::LeaderKill, None) => "no leader known: a member",
-                    _ => "a member",
+                // Behind Sentinel a killed master is the sentinel-failover fault; this one hits the others.
+                let master = match self.servers.backend {
+                    Backend::RedisSentinel => self.servers.sentinel_master().await,
+                    _ => None,
                 };
-                m.kill();
+                let among: Vec<usize> = (0..n).filter(|&j| Some(j) != master).collect();
+                let i = leader.unwrap_or(among[(step.pick * among.len() as f64) as usize % among.len()]);
+                let (name, pid) = (self.servers.members[i].name.clone(), self.servers.members[i].pid);
+                let how = match (step.fault, leader, self.servers.backend) {
+                    (Fault::LeaderKill, Some(_), _) => "the leader".to_string(),
+                    (Fault::LeaderKill, None, _) => "no leader known: a member".into(),
+                    (_, _, Backend::RedisSentinel) => match master {
+                        Some(j) => format!("a member ({} is master)", self.servers.members[j].name),
+                        None => "a member (no master known to the sentinels)".into(),
+                    },
+                    _ => "a member".into(),
+                };
+                self.servers.members[i].kill();
                 self.nemesis_event("start", step.fault, vec![name.clone()], pid, format!("SIGKILL {how}"));
                 tokio::time::sleep(d).await;
-                let m = &mut self.servers.members[i];
-                m.start().map_err(|e| e.to_string())?;
-                let pid = m.pid;
+                self.servers.restart(i).await.map_err(|e| e.to_string())?;
+                let pid = self.servers.members[i].pid;
                 self.nemesis_event("stop", step.fault, vec![name], pid, format!("restarted after {ms}ms"));
             }
+            Fault::SentinelFailover | Fault::MasterPause => self.fail_over(step).await?,
             Fault::ConnKill => {
                 let m = &self.servers.members[0];
                 let (name, pid) = (m.name.clone(), m.pid);
@@ -367,8 +391,60 @@ impl Run {
         Ok(())
     }
 
-    /// Heal all: continue every worker, pass every link, reset every clock, restart every server and worker.
-    fn heal(&mut self) -> Result<(), String> {
+    /// Sentinel: kills (sentinel-failover) or stops (master-pause) the master the sentinels name, waits for them to
+    /// promote a replica (bounded), then restarts the old master as a replica of the new one, or continues it (the
+    /// sentinels demote it). A master-pause shorter than the down-after time is a control: no failover is awaited.
+    async fn fail_over(&mut self, step: Step) -> Result<(), String> {
+        let (d, ms) = (step.duration, step.duration.as_millis());
+        let Some(i) = self.servers.sentinel_master().await else {
+            self.nemesis_event("start", step.fault, vec![], None, "no master known to the sentinels: skipped".into());
+            self.nemesis_event("stop", step.fault, vec![], None, "skipped".into());
+            return Ok(());
+        };
+        let sentinels = self.servers.sentinels();
+        let m = &mut self.servers.members[i];
+        let (name, pid, old) = (m.name.clone(), m.pid, m.addr);
+        let t0 = Instant::now();
+        let promoted = if step.fault == Fault::SentinelFailover {
+            m.kill();
+            self.nemesis_event("start", step.fault, vec![name.clone()], pid, format!("SIGKILL the master {old}"));
+            let new = sentinel::promoted(&sentinels, old, sentinel::PROMOTION_BOUND).await;
+            tokio::time::sleep(d).await;
+            self.servers.restart(i).await.map_err(|e| e.to_string())?;
+            new
+        } else {
+            m.signal(libc::SIGSTOP);
+            self.nemesis_event(
+                "start",
+                step.fault,
+                vec![name.clone()],
+                pid,
+                format!("SIGSTOP the master {old} {ms}ms"),
+            );
+            tokio::time::sleep(d).await;
+            let new = if d > sentinel::DOWN_AFTER {
+                sentinel::promoted(&sentinels, old, sentinel::PROMOTION_BOUND).await
+            } else {
+                None
+            };
+            self.servers.members[i].signal(libc::SIGCONT);
+            new
+        };
+        let took = t0.elapsed().as_millis();
+        let how = if step.fault == Fault::SentinelFailover { "restarted as its replica" } else { "SIGCONT" };
+        let detail = match promoted {
+            Some(new) => format!("{new} promoted; {how} after {took}ms"),
+            None if step.fault == Fault::MasterPause && d <= sentinel::DOWN_AFTER => format!("control: {how}"),
+            None => format!("no promotion within {}s; {how}", sentinel::PROMOTION_BOUND.as_secs()),
+        };
+        let pid = self.servers.members[i].pid;
+        self.nemesis_event("stop", step.fault, vec![name], pid, detail);
+        Ok(())
+    }
+
+    /// Heal all: continue every worker and server, pass every link, reset every clock, restart every server and
+    /// worker.
+    async fn heal(&mut self) -> Result<(), String> {
         for s in &self.slots {
             signal_group(s.pid, libc::SIGCONT);
             for p in &s.proxies {
@@ -378,9 +454,11 @@ impl Run {
                 std::fs::write(f, "+0\n").map_err(|e| e.to_string())?;
             }
         }
-        for m in &mut self.servers.members {
+        for i in 0..self.servers.members.len() {
+            let m = &self.servers.members[i];
+            m.signal(libc::SIGCONT);
             if !m.is_running() {
-                m.start().map_err(|e| e.to_string())?;
+                self.servers.restart(i).await.map_err(|e| e.to_string())?;
             }
         }
         self.respawn_dead()
@@ -471,9 +549,28 @@ async fn start_fencelockd(
     }
 }
 
-/// Waits until a lock can be taken straight through the servers (no proxy).
-async fn wait_ready(servers: &Servers) -> Result<(), String> {
-    let url = servers.direct_url();
+/// Appends the run's `--url-query` to a client URL.
+fn with_query(url: String, query: Option<&str>) -> String {
+    match query {
+        Some(q) if !q.is_empty() => format!("{url}{}{q}", if url.contains('?') { '&' } else { '?' }),
+        _ => url,
+    }
+}
+
+/// Waits until a lock can be taken straight through the servers (no proxy); returns what the backend can do.
+async fn wait_ready(servers: &mut Servers, query: Option<&str>) -> Result<fencelock::Capability, String> {
+    if servers.backend == Backend::RedisSentinel {
+        // Sentinels learn the replicas from the master's INFO every 10 s: started after the replicas synced, they
+        // see both at their first look.
+        let replicas: Vec<SocketAddr> =
+            servers.members.iter().skip(1).filter(|m| matches!(m.role, Role::Data(_))).map(|m| m.addr).collect();
+        sentinel::wait_synced(&replicas, Duration::from_secs(30)).await?;
+        for m in servers.members.iter_mut().filter(|m| m.role == Role::Sentinel) {
+            m.start().map_err(|e| format!("{}: {e}", m.name))?;
+        }
+        sentinel::wait_ready(&servers.sentinels(), &replicas, Duration::from_secs(30)).await?;
+    }
+    let url = with_query(servers.direct_url(), query);
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut last = String::new();
     while Instant::now() < deadline {
@@ -483,12 +580,18 @@ async fn wait_ready(servers: &Servers) -> Result<(), String> {
             if let Some(l) = got {
                 l.release().await?;
             }
+            let capability = c.capability();
             c.close().await;
-            fencelock::Result::Ok(())
+            fencelock::Result::Ok(capability)
         };
-        let result: Result<fencelock::Result<()>, _> = tokio::time::timeout(Duration::from_secs(10), attempt).await;
+        let result: Result<fencelock::Result<fencelock::Capability>, _> =
+            tokio::time::timeout(Duration::from_secs(10), attempt).await;
         match result {
-            Ok(Ok(())) => return Ok(()),
+            Ok(Ok(capability)) => return Ok(capability),
+            // A URL this build cannot serve (an unknown scheme or parameter) will not start working: say so now.
+            Ok(Err(e)) if matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::Unsupported) => {
+                return Err(format!("{} servers: {e}", servers.backend.name()));
+            }
             Ok(Err(e)) => last = e.to_string(),
             Err(_) => last = "timed out".into(),
         }
@@ -515,8 +618,8 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
     let steps = nemesis::schedule(&mut rng, &menu, ttl, args.profile.fault_phase());
 
     let t0 = Instant::now();
-    let servers = Servers::start(args.backend, &data.0, &out.join("logs"))?;
-    wait_ready(&servers).await?;
+    let mut servers = Servers::start(args.backend, &data.0, &out.join("logs"))?;
+    let capability = wait_ready(&mut servers, args.url_query.as_deref()).await?;
     eprintln!("locktest: {name}: servers ready in {:.1}s", t0.elapsed().as_secs_f64());
 
     let shared = Arc::new(Shared::default());
@@ -524,7 +627,10 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
     let referee_addr = listener.local_addr().map_err(|e| e.to_string())?;
     tokio::spawn(referee::serve(listener, shared.history.clone()));
 
-    let langs = [Lang::Rust, Lang::Python, Lang::Node];
+    let langs = &args.langs;
+    if langs.is_empty() {
+        return Err("--langs names no language".into());
+    }
     let clocked = menu.contains(&Fault::ClockJump);
     let go = args.profile != Profile::Canary && !args.no_go;
     if go && !args.go_worker.is_file() {
@@ -536,7 +642,7 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
     let mut slots = Vec::new();
     for i in 0..args.clients + usize::from(go) {
         let mut proxies = Vec::new();
-        for m in &servers.members {
+        for m in servers.members.iter().filter(|_| args.backend.proxied()) {
             let p =
                 Proxy::start("127.0.0.2:0".parse().expect("addr"), m.addr).await.map_err(|e| format!("proxy: {e}"))?;
             proxies.push(p);
@@ -550,7 +656,8 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
             std::fs::write(f, "+0\n").map_err(|e| e.to_string())?;
         }
         let client = format!("c{}", i + 1);
-        let url = if args.direct { servers.direct_url() } else { servers.url(&addrs) };
+        let url = if args.direct || !args.backend.proxied() { servers.direct_url() } else { servers.url(&addrs) };
+        let url = with_query(url, args.url_query.as_deref());
         let daemon = match lang {
             Lang::Go => Some(start_fencelockd(&exe, &url, &out.join(format!("logs/{client}-fencelockd.log"))).await?),
             _ => None,
@@ -576,6 +683,12 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
         args.ttl_ms
     );
     run.phase("start", Some(label));
+    // The checker's fairness bound applies where the backend serves waiters in arrival order.
+    let flags = [("fencing", capability.fencing), ("native_wait", capability.native_wait), ("fair", capability.fair)];
+    let flags: Vec<&str> = flags.iter().filter(|f| f.1).map(|f| f.0).collect();
+    let mut e = Event::new("run", "capability", "capability", t_ref());
+    e.detail = Some(flags.join(" "));
+    run.shared.push(e);
     for i in 0..run.slots.len() {
         run.spawn_worker(i)?;
     }
@@ -607,7 +720,7 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
             tokio::time::sleep(step.gap).await;
         }
     }
-    run.heal()?;
+    run.heal().await?;
     let heal = t_ref();
     run.phase("heal", None);
     run.final_phase(heal).await;

@@ -2,6 +2,7 @@
 //! process group of its own (killed as a group, restarted with the same command and data), reached by the clients
 //! only through the fault proxies (proxy.rs), one per client slot and member.
 
+use crate::sentinel;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Backend {
     Redis,
+    /// One master, two replicas, three sentinels (sentinel.rs).
+    RedisSentinel,
     Redlock,
     Etcd,
     Zk,
@@ -25,6 +28,7 @@ impl Backend {
     pub fn label(self) -> &'static str {
         match self {
             Backend::Redis => "redis",
+            Backend::RedisSentinel => "redis-sentinel(1+2)",
             Backend::Redlock => "redlock(3)",
             Backend::Etcd => "etcd(3)",
             Backend::Zk => "zk(3)",
@@ -38,6 +42,7 @@ impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::Redis => "redis",
+            Backend::RedisSentinel => "redis-sentinel",
             Backend::Redlock => "redlock",
             Backend::Etcd => "etcd",
             Backend::Zk => "zk",
@@ -50,6 +55,12 @@ impl Backend {
     /// Whether the backend elects a leader the nemesis can kill.
     pub fn has_leader(self) -> bool {
         matches!(self, Backend::Etcd | Backend::Zk)
+    }
+
+    /// Whether clients reach the servers through the per-slot fault proxies. Sentinel hands clients the data nodes'
+    /// real addresses, so a proxy in front of the sentinels would only see discovery, never the lock traffic.
+    pub fn proxied(self) -> bool {
+        !matches!(self, Backend::Sqlite | Backend::RedisSentinel)
     }
 }
 
@@ -71,9 +82,19 @@ pub fn own_group(cmd: &mut Command) {
     }
 }
 
+/// What a member is, where the nemesis must tell them apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    Server,
+    /// A Redis data node behind Sentinel (master or replica), with its data dir.
+    Data(PathBuf),
+    Sentinel,
+}
+
 #[derive(Debug)]
 pub struct Member {
     pub name: String,
+    pub role: Role,
     /// The client address on 127.0.0.1.
     pub addr: SocketAddr,
     program: String,
@@ -118,6 +139,21 @@ impl Member {
 
     pub fn is_running(&self) -> bool {
         self.pid.is_some()
+    }
+
+    /// A Sentinel data node's next start is as a replica of `master` (None: as a master).
+    pub fn replica_of(&mut self, master: Option<u16>) {
+        if let Role::Data(dir) = &self.role {
+            self.args = sentinel::data_args(self.addr.port(), dir, master);
+        }
+    }
+
+    /// Sends `sig` to the member's process group (SIGSTOP / SIGCONT).
+    pub fn signal(&self, sig: i32) {
+        if let Some(pid) = self.pid {
+            // SAFETY: signals a process group this suite created.
+            unsafe { libc::kill(-(pid as i32), sig) };
+        }
     }
 }
 
@@ -177,13 +213,22 @@ fn s(v: &[&str]) -> Vec<String> {
 }
 
 impl Servers {
-    /// Writes configuration, initializes data, and starts every member (readiness is the caller's probe).
+    /// Writes configuration, initializes data, and starts every member but the sentinels (readiness is the caller's
+    /// probe, which starts those).
     pub fn start(backend: Backend, data: &Path, logs: &Path) -> Result<Servers, String> {
         let err = |e: std::io::Error| e.to_string();
         let mut members = Vec::new();
         let mut member = |name: String, port: u16, program: &str, args: Vec<String>, user| {
+            let role = if name.starts_with("sentinel") {
+                Role::Sentinel
+            } else if name.starts_with("data") {
+                Role::Data(data.join(&name))
+            } else {
+                Role::Server
+            };
             members.push(Member {
                 log: logs.join(format!("{name}.log")),
+                role,
                 name,
                 addr: SocketAddr::from(([127, 0, 0, 1], port)),
                 program: program.into(),
@@ -207,6 +252,26 @@ impl Servers {
                         .chain(s(&["no", "--dir", &dir.to_string_lossy()]))
                         .collect();
                     member(format!("redis{i}"), port, "redis-server", args, None);
+                }
+            }
+            Backend::RedisSentinel => {
+                let ports: Vec<u16> =
+                    (0..6).map(|_| free_port("127.0.0.1")).collect::<std::io::Result<_>>().map_err(err)?;
+                for (i, &port) in ports[..3].iter().enumerate() {
+                    let dir = data.join(format!("data{}", i + 1));
+                    std::fs::create_dir_all(&dir).map_err(err)?;
+                    let master = (i > 0).then_some(ports[0]);
+                    member(
+                        format!("data{}", i + 1),
+                        port,
+                        "redis-server",
+                        sentinel::data_args(port, &dir, master),
+                        None,
+                    );
+                }
+                for (i, &port) in ports[3..].iter().enumerate() {
+                    let args = sentinel::sentinel_args(port, &data.join(format!("sentinel{}", i + 1)), ports[0]);
+                    member(format!("sentinel{}", i + 1), port, "redis-server", args.map_err(err)?, None);
                 }
             }
             Backend::Etcd => {
@@ -371,7 +436,8 @@ impl Servers {
             }
         }
         let mut servers = Servers { backend, members, file };
-        for m in &mut servers.members {
+        // Sentinels start once their replicas have synced (orchestrator's readiness).
+        for m in servers.members.iter_mut().filter(|m| m.role != Role::Sentinel) {
             m.start().map_err(err)?;
         }
         Ok(servers)
@@ -383,6 +449,11 @@ impl Servers {
         match self.backend {
             Backend::Sqlite => format!("sqlite:{}", self.file.as_ref().expect("sqlite file").display()),
             Backend::Redis => format!("redis://{}", hosts[0]),
+            // Never proxied (Backend::proxied): the sentinels' own addresses.
+            Backend::RedisSentinel => {
+                let s: Vec<String> = self.sentinels().iter().map(|a| a.to_string()).collect();
+                format!("redis+sentinel://{}/{}", s.join(","), sentinel::MASTER)
+            }
             Backend::Redlock => format!("redlock://{}", hosts.join(",")),
             Backend::Etcd => format!("etcd://{}", hosts.join(",")),
             Backend::Zk => format!("zk://{}", hosts.join(",")),
@@ -395,6 +466,28 @@ impl Servers {
     pub fn direct_url(&self) -> String {
         let addrs: Vec<SocketAddr> = self.members.iter().map(|m| m.addr).collect();
         self.url(&addrs)
+    }
+
+    /// Sentinel: the sentinels' addresses.
+    pub fn sentinels(&self) -> Vec<SocketAddr> {
+        self.members.iter().filter(|m| m.role == Role::Sentinel).map(|m| m.addr).collect()
+    }
+
+    /// Sentinel: the data node the sentinels name master now.
+    pub async fn sentinel_master(&self) -> Option<usize> {
+        let addr = sentinel::master(&self.sentinels()).await?;
+        self.members.iter().position(|m| matches!(m.role, Role::Data(_)) && m.addr == addr)
+    }
+
+    /// Starts a stopped member; a Sentinel data node as a replica of the master the sentinels name now (never as a
+    /// second, empty master), or as a master if they name it.
+    pub async fn restart(&mut self, i: usize) -> std::io::Result<()> {
+        if matches!(self.members[i].role, Role::Data(_)) {
+            let master = sentinel::master(&self.sentinels()).await.map(|a| a.port());
+            let me = self.members[i].addr.port();
+            self.members[i].replica_of(master.filter(|&p| p != me));
+        }
+        self.members[i].start()
     }
 
     /// The index of the current leader (etcd, ZooKeeper), if one is known.
