@@ -6,9 +6,9 @@
 //! Waiters share one RESP3 pub/sub connection per client; a message they miss costs at most the holder's
 //! remaining TTL, the bound every wait uses.
 //!
-//! URL: `redis[s]://[[user]:password@]host[:port][/db][?ca=PEM&cert=PEM&key=PEM]`. `rediss://` is TLS with the
-//! certificate chain and host name checked against `ca=` (else the system's roots); `cert=` and `key=` are a client
-//! certificate for servers that ask for one. `user:password@` authenticates an ACL user, `:password@` the
+//! URL: `redis[s]://[[user]:password@]host[:port][/db][?ca=PEM&cert=PEM&key=PEM&wait_replicas=N&wait_timeout_ms=T]`
+//! (the last two: see [`replicas`]). `rediss://` is TLS with the certificate chain and host name checked against `ca=`
+//! (else the system's roots); `cert=` and `key=` are a client certificate for servers that ask for one. `user:password@` authenticates an ACL user, `:password@` the
 //! `requirepass` default user (see [`security`]). Both connections, commands and pub/sub, use the same settings.
 
 mod replicas;
@@ -173,7 +173,8 @@ pub(super) fn on_push(channels: &Channels, push: PushInfo) {
     }
 }
 
-/// How one Redis deployment is reached: a single server (here) or a cluster (`redis_cluster.rs`). The scripts, the
+/// How one Redis deployment is reached: a single server (here), a cluster (`redis_cluster.rs`) or the master behind
+/// Sentinel ([`sentinel`]). The scripts, the
 /// wait loop and the Redisson layout are shared; the connection, key naming and error classes are not.
 pub(crate) trait Deployment: Send + Sync + fmt::Debug + Sized + 'static {
     /// The command connection.

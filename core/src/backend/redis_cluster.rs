@@ -34,10 +34,10 @@
 //! moves the slot (the server then drops the sharded subscription, and waiters on that lock fall back to the bound
 //! until they next subscribe); an old Redisson release that used plain PUBLISH, which sharded subscribers never see.
 //!
-//! Fencing tokens come from the same clock-seeded `INCR` as on `redis://`, run on the lock's master. Redis Cluster
-//! replicates asynchronously: after a failover the promoted replica may lack the last increments and repeat a token,
-//! the same caveat as one server restarted from an older snapshot (a counter lost entirely is re-seeded from the
-//! clock and stays ahead). Without replicas a dead master makes its slots unavailable rather than losing tokens.
+//! Fencing tokens come from the same counter as on `redis://`, raised to the server clock in µs, run on the lock's
+//! master. Redis Cluster replicates asynchronously: after a failover the promoted replica may lack the last grants,
+//! but its clock still puts its tokens above them unless the clocks differ by more than the failover took (see
+//! `ACQUIRE` in `redis.rs`). Without replicas a dead master makes its slots unavailable rather than losing tokens.
 //!
 //! URL: `redis+cluster://[[user]:password@]host[:port],host[:port],…[/0][?tls=true[&ca=…&cert=…&key=…]]`; any listed
 //! node is a seed for discovering the rest. The credentials and TLS apply to every node, the seeds and those found
