@@ -51,9 +51,15 @@ async fn grants_wait_for_a_majority_of_replicas_by_default() {
     let _one = ONE_AT_A_TIME.lock().await;
     topo.wait_healthy().await;
     let name = support::unique("majority");
-    // Two replicas: the default majority is both, and both confirm.
-    let client = Client::connect(&topo.url).await.unwrap();
+    // Two replicas: master and one replica make a majority of the data nodes, so one must confirm.
+    let client = Client::connect(&topo.url_with("wait_timeout_ms=200")).await.unwrap();
     client.lock(&name, &opts()).await.unwrap().release().await.unwrap();
+    let master = topo.master_port().await;
+    topo.cut_replication(master).await;
+    let err = client.try_lock(&name, &opts()).await.unwrap_err();
+    topo.mend_replication(master).await;
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.message().contains("only 0 of 1 replicas confirmed"), "the default is 1 of 2: {err}");
     // More replicas than there are: the grant is released, and says why.
     let client = Client::connect(&topo.url_with("wait_replicas=3&wait_timeout_ms=200")).await.unwrap();
     let err = client.try_lock(&name, &opts()).await.unwrap_err();

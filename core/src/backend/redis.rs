@@ -51,8 +51,9 @@ use crate::options::ClientOptions;
 /// persistence); `counter + 1` alone would then hand out a token again. Every token granted before is at most the old
 /// master's TIME when it was granted, and the new master's TIME after the failover is later, so the new grant's
 /// token is larger. Limit: this holds while the clocks of master and replicas differ by less than the time a
-/// failover takes (seconds: sentinels' down-after plus the election); a skew beyond that is left to the fence
-/// registers, which fail closed. µs since the epoch stay below 2^53, so Lua's doubles hold them exactly; the value
+/// failover takes (seconds: sentinels' down-after plus the election); beyond that a token can come out lower than
+/// one granted before the failover, which no register can then tell apart: keep the servers' clocks in sync (NTP).
+/// µs since the epoch stay below 2^53, so Lua's doubles hold them exactly; the value
 /// is built as a string, never formatted with `%g`.
 /// KEYS: lock, token counter. ARGV: ttl ms, holder. Returns {1, token} or {0, pttl of the holder}.
 pub(super) const ACQUIRE: &str = r"

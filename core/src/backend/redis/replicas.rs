@@ -4,9 +4,9 @@
 //! round trip: WAIT counts the replicas that acknowledged every write of that connection so far.
 //!
 //! What it buys: a grant that N replicas confirmed survives a failover to any of them, so the promoted master still
-//! excludes the next client. What it does not: Redis is no consensus system, and a failover to a replica that did not
-//! confirm (or one whose clock is behind by more than the failover took, see `ACQUIRE`) is left to the fence
-//! registers, which fail closed. A grant fewer replicas confirmed is released at once and reported `Unavailable`;
+//! excludes the next client. What it does not: Redis is no consensus system, and after a failover to a replica that
+//! did not confirm, two clients can hold. That is left to fencing: the new grant's token is higher (see `ACQUIRE`),
+//! so once the new holder has written a register, the old holder's writes are refused. A grant fewer replicas confirmed is released at once and reported `Unavailable`;
 //! a fence write cannot be taken back, so it is reported `Unavailable` saying it reached the master only.
 //! Renewals do not wait: they extend what the replicas already hold.
 //!

@@ -18,8 +18,8 @@
 //! - **Credentials** authenticate to the data nodes. Sentinels are asked without them, and with them only if a
 //!   sentinel answers `NOAUTH` (a sentinel with `requirepass` or ACL users of the same name). TLS, when on, applies to
 //!   sentinels and data nodes alike, with the same `ca=`, `cert=` and `key=`.
-//! - **Replicas.** `wait_replicas` defaults to a majority of the replicas the sentinels know at connect (⌊r/2⌋ + 1,
-//!   or 0 with none): see [`super::replicas`].
+//! - **Replicas.** `wait_replicas` defaults to what makes a majority of the data nodes the sentinels know at
+//!   connect, the master counting as one: ⌈r/2⌉ of r replicas (1 of 2), 0 with none. See [`super::replicas`].
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -445,7 +445,10 @@ impl Deployment for Sentinel {
         let replicas = match (nodes.config.wanted.replicas, known) {
             (Some(n), _) => n,
             (None, Some(0) | None) => 0,
-            (None, Some(r)) => r / 2 + 1,
+            // A majority of the data nodes, the master counting as one: with two replicas, one. Sentinel promotes
+            // the replica with the most replicated data, so a grant one of two confirmed survives a master's loss,
+            // and grants go on while the other replica restarts or resyncs.
+            (None, Some(r)) => r.div_ceil(2),
         };
         let shared = Shared {
             nodes,
