@@ -10,6 +10,7 @@
 //! certificate for servers that ask for one. `user:password@` authenticates an ACL user, `:password@` the
 //! `requirepass` default user (see [`security`]). Both connections, commands and pub/sub, use the same settings.
 
+pub(super) mod fair;
 mod security;
 
 use std::collections::HashMap;
@@ -63,21 +64,6 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
 end
 return 0
 ";
-
-/// Compare-and-delete, announced with `publish` (`publish`, or `spublish` for sharded pub/sub). KEYS: lock, channel.
-/// ARGV: holder. 1 if deleted, 0 if not ours.
-fn release_lua(publish: &str) -> String {
-    format!(
-        r"
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-  return 0
-end
-redis.call('del', KEYS[1])
-redis.call('{publish}', KEYS[2], 0)
-return 1
-"
-    )
-}
 
 /// Deletes whoever holds it (Redisson's forceUnlock does the same), announced with `publish`. KEYS: lock, channel.
 /// Returns {1, _} if deleted, {0, _} if there was no key, and {-1, what it is} for a key that is not a lock record (a
@@ -188,12 +174,21 @@ pub(crate) trait Deployment: Send + Sync + fmt::Debug + Sized + 'static {
     fn transient(e: &RedisError) -> bool {
         is_transient(e)
     }
+    /// Redisson's `prefixName` of `name` for another key of the lock (the fair queue's).
+    fn prefixed(prefix: &str, name: &str) -> String {
+        format!("{prefix}:{{{name}}}")
+    }
+    /// The URL's `fair=`, if it gave one.
+    fn fair(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// A single Redis server, through a reconnecting `ConnectionManager`.
 #[derive(Debug)]
 pub(crate) struct Server {
     client: Client,
+    fair: Option<bool>,
 }
 
 /// The RESP3 connection that carries this client's subscriptions.
@@ -220,23 +215,24 @@ fn manager_config(opts: &ClientOptions) -> ConnectionManagerConfig {
         .set_response_timeout(Some(opts.request_timeout))
 }
 
-/// The TLS settings of a `redis://` or `rediss://` URL; the rest of it is redis-rs's to read.
-fn parse(url: &str) -> Result<Security> {
+/// The TLS settings and `fair=` of a `redis://` or `rediss://` URL; the rest of it is redis-rs's to read.
+fn parse(url: &str) -> Result<(Security, Option<bool>)> {
     let shown = redact(url);
     let parsed = url::Url::parse(url).map_err(|e| bad_url(url, e))?;
     if parsed.fragment().is_some() {
         // redis-rs reads `#insecure` as "skip the certificate checks"; they are never skipped.
         return Err(Error::invalid(format!("URL {shown:?}: a fragment (#…) is not allowed")));
     }
-    let pairs = parsed.query_pairs().into_owned().collect();
+    let mut pairs = parsed.query_pairs().into_owned().collect();
+    let fair = fair::take(&mut pairs, &shown)?;
     let (security, rest) = Security::take(pairs, parsed.scheme() == "rediss", &shown, "use rediss://")?;
     let unknown: Vec<&str> = names(&rest).into_iter().filter(|n| *n != "protocol").collect();
     if !unknown.is_empty() {
         return Err(Error::invalid(format!(
-            "URL {shown:?}: unknown parameters {unknown:?}; expected ca=, cert=, key= (with rediss://) or protocol="
+            "URL {shown:?}: unknown parameters {unknown:?}; expected ca=, cert=, key= (with rediss://), fair= or protocol="
         )));
     }
-    Ok(security)
+    Ok((security, fair))
 }
 
 /// A URL neither the url crate nor redis-rs could read, naming a bad port in the words of the other backends.
@@ -273,7 +269,7 @@ impl Server {
             .await
             .map_err(|_| security.timeout_error(&shown, opts.connect_timeout))?
             .map_err(|e| security.connect_error(&e, &shown))?;
-        Ok((Server { client }, conn))
+        Ok((Server { client, fair: None }, conn))
     }
 }
 
@@ -284,7 +280,13 @@ impl Deployment for Server {
     const NUMSUB: Option<&'static str> = Some("NUMSUB");
 
     async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ConnectionManager)> {
-        Server::open(url, &parse(url)?, opts).await
+        let (security, fair) = parse(url)?;
+        let (server, conn) = Server::open(url, &security, opts).await?;
+        Ok((Server { fair, ..server }, conn))
+    }
+
+    fn fair(&self) -> Option<bool> {
+        self.fair
     }
 
     async fn open_pubsub(&self, opts: &ClientOptions, channels: Arc<Channels>) -> Result<PubSub, RedisError> {
@@ -316,6 +318,7 @@ struct Scripts {
     release: Script,
     force: Script,
     fence_write: Script,
+    fair: fair::Scripts,
 }
 
 impl Scripts {
@@ -324,9 +327,10 @@ impl Scripts {
         Scripts {
             acquire: Script::new(ACQUIRE),
             renew: Script::new(RENEW),
-            release: Script::new(&release_lua(publish)),
+            release: Script::new(&fair::release_lua(publish)),
             force: Script::new(&force_release_lua(publish)),
             fence_write: Script::new(FENCE_WRITE),
+            fair: fair::Scripts::publishing_with(publish),
         }
     }
 }
@@ -340,6 +344,8 @@ pub(crate) struct RedisLock<D: Deployment> {
     scripts: Scripts,
     url: String,
     opts: ClientOptions,
+    /// Whether waiters queue fairly unless a call says otherwise.
+    fair: bool,
 }
 
 /// The `redis://` backend.
@@ -368,13 +374,14 @@ impl<D: Deployment> RedisLock<D> {
 
     fn over(deployment: D, conn: D::Conn, url: &str, opts: &ClientOptions) -> Self {
         RedisLock {
-            deployment,
             conn,
             pubsub: OnceCell::new(),
             channels: Arc::default(),
             scripts: Scripts::publishing_with(D::PUBLISH),
             url: redact(url),
             opts: opts.clone(),
+            fair: deployment.fair().unwrap_or(fair::DEFAULT),
+            deployment,
         }
     }
 
@@ -409,8 +416,10 @@ impl<D: Deployment> RedisLock<D> {
     }
 
     async fn release_script(&self, name: &str, holder: &str) -> Result<bool> {
+        // The queue's keys too: a release wakes the fair queue's head when one waits.
+        let (queue, deadlines) = fair::queue_keys::<D>(name);
         let mut release = self.scripts.release.key(name);
-        release.key(D::channel(name)).arg(holder);
+        release.key(D::channel(name)).key(queue).key(deadlines).arg(holder);
         Ok(self.invoke::<i64>(&release).await? == 1)
     }
 }
@@ -418,7 +427,11 @@ impl<D: Deployment> RedisLock<D> {
 #[async_trait]
 impl<D: Deployment> Backend for RedisLock<D> {
     fn capability(&self) -> Capability {
-        Capability { fencing: true, native_wait: true, fair: false, session_bound: false }
+        Capability { fencing: true, native_wait: true, fair: self.fair, session_bound: false }
+    }
+
+    fn fair_choice(&self) -> bool {
+        true
     }
 
     fn describe(&self) -> &str {
@@ -426,6 +439,9 @@ impl<D: Deployment> Backend for RedisLock<D> {
     }
 
     fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
+        if req.fair.unwrap_or(self.fair) {
+            return fair::FairAttempt::begin(self, req, undo);
+        }
         RecordAttempt::begin(self, req, undo)
     }
 
@@ -563,13 +579,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn release_scripts_name_their_publish_command() {
-        let release = "\nif redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n  return 0\nend\nredis.call('del', KEYS[1])\n\
-                       redis.call('publish', KEYS[2], 0)\nreturn 1\n";
+    fn force_release_scripts_name_their_publish_command() {
         let force = force_release_lua("publish");
         assert!(force.contains("redis.call('publish', KEYS[2], 0)"), "{force}");
-        assert_eq!(release_lua("publish"), release);
-        assert_eq!(release_lua("spublish"), release.replace("'publish'", "'spublish'"));
         assert_eq!(force_release_lua("spublish"), force.replace("'publish'", "'spublish'"));
         assert!(!force.contains("{{"), "{force}");
     }

@@ -1,0 +1,133 @@
+//! The fair queue's Lua, on Redisson RFairLock's keys: list `redisson_lock_queue:{name}` (waiters in arrival order),
+//! zset `redisson_lock_timeout:{name}` (each waiter's deadline, epoch ms), one channel per waiter
+//! `redisson_lock__channel:{name}:<holder>`.
+//!
+//! Deadlines are read against the server's clock (`TIME`), never a client's: Redisson compares them with the
+//! caller's clock, so one client whose clock runs ahead prunes live waiters and one that runs behind keeps dead ones
+//! (the deadlocks of redisson #2883 and #3730). A waiter's deadline is its own TTL from its last attempt, and a live
+//! waiter attempts at least every third of it: a crashed waiter blocks the queue for at most one TTL, as a crashed
+//! holder does. Only the head is pruned, as Redisson does: a dead waiter further back is pruned when it reaches the
+//! head, so it costs the same once.
+
+/// Lua that sets `now` to the server clock in ms and pops every head waiter whose deadline has passed (or that has
+/// none: an entry Redisson's pruning half-removed). KEYS[3]: queue, KEYS[4]: deadlines.
+const PRUNE: &str = r"
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+while true do
+  local head = redis.call('lindex', KEYS[3], 0)
+  if not head then break end
+  local due = tonumber(redis.call('zscore', KEYS[4], head))
+  if due and due > now then break end
+  redis.call('lpop', KEYS[3])
+  redis.call('zrem', KEYS[4], head)
+end
+";
+
+/// Lua that wakes the head waiter, if any, on its own channel (`publish` is the deployment's command), else the
+/// waiters of the free-for-all on the shared one. KEYS[2]: shared channel.
+fn wake(publish: &str) -> String {
+    format!(
+        r"
+local first = redis.call('lindex', KEYS[3], 0)
+if first then
+  redis.call('{publish}', KEYS[2] .. ':' .. first, 0)
+else
+  redis.call('{publish}', KEYS[2], 0)
+end
+"
+    )
+}
+
+/// Takes the lock if it is ours (a grant whose reply was lost), or free with nobody queued ahead; else, when
+/// ARGV[3] is not 0, queues the caller once (refreshing its deadline to now + ARGV[3] ms). The token counter is
+/// seeded as in the free-for-all's script. KEYS: lock, token counter, queue, deadlines. ARGV: ttl ms, holder, place
+/// ms. Returns {1, token}, or {0, ms worth waiting before the next look, 0-based place or -1 if not queued}: the
+/// holder's TTL or, if sooner, the time until another head's deadline (a live head refreshes long before it, so
+/// this wakes the next waiter only when the head seems dead).
+pub(super) fn acquire() -> String {
+    format!(
+        r"{PRUNE}
+local head = redis.call('lindex', KEYS[3], 0)
+local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1
+if mine or (redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2])) then
+  redis.call('lrem', KEYS[3], 0, ARGV[2])
+  redis.call('zrem', KEYS[4], ARGV[2])
+  if redis.call('exists', KEYS[2]) == 0 then
+    redis.call('set', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+  local token = redis.call('incr', KEYS[2])
+  redis.call('del', KEYS[1])
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {{1, token}}
+end
+local place = redis.call('lpos', KEYS[3], ARGV[2])
+if tonumber(ARGV[3]) > 0 then
+  redis.call('zadd', KEYS[4], now + tonumber(ARGV[3]), ARGV[2])
+  if not place then
+    place = redis.call('rpush', KEYS[3], ARGV[2]) - 1
+  end
+end
+local wait = redis.call('pttl', KEYS[1])
+if head and head ~= ARGV[2] then
+  local due = tonumber(redis.call('zscore', KEYS[4], head)) - now
+  if wait < 0 or due < wait then wait = due end
+end
+return {{0, wait, place or -1}}
+"
+    )
+}
+
+/// Compare-and-delete for both orders: wakes only the queue's head when one waits, else the free-for-all's
+/// waiters (Redisson's RFairLock wakes the head only; its RLock the shared channel only). KEYS: lock, shared
+/// channel, queue, deadlines. ARGV: holder. 1 if deleted, 0 if not ours.
+pub(in crate::backend::redis) fn release(publish: &str) -> String {
+    format!(
+        r"
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+redis.call('del', KEYS[1])
+{PRUNE}{wake}
+return 1
+",
+        wake = wake(publish)
+    )
+}
+
+/// What a waiter that leaves undoes: its queue entry, and with ARGV[2] = 1 (an attempt in doubt) the record it may
+/// have taken. If the lock is then free, the next head is woken, since this waiter may have been the one woken.
+/// KEYS: lock, shared channel, queue, deadlines. ARGV: holder, in doubt.
+pub(super) fn leave(publish: &str) -> String {
+    format!(
+        r"
+redis.call('lrem', KEYS[3], 0, ARGV[1])
+redis.call('zrem', KEYS[4], ARGV[1])
+if ARGV[2] == '1' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  redis.call('del', KEYS[1])
+end
+if redis.call('exists', KEYS[1]) == 1 then
+  return 0
+end
+{PRUNE}{wake}
+return 1
+",
+        wake = wake(publish)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_publish_with_the_deployments_command() {
+        for script in [release("spublish"), leave("spublish")] {
+            assert!(script.contains("redis.call('spublish', KEYS[2] .. ':' .. first, 0)"), "{script}");
+            assert!(!script.contains("'publish'"), "{script}");
+            assert!(!script.contains("{{"), "{script}");
+        }
+        assert!(!acquire().contains("{{"));
+    }
+}
