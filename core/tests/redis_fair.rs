@@ -209,6 +209,38 @@ async fn a_dead_waiter_blocks_the_queue_only_until_its_server_clock_deadline() {
 }
 
 #[tokio::test]
+async fn a_live_waiter_refreshes_its_deadline_and_keeps_its_place() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("fair-refresh");
+    let holder = Client::connect(&url).await.unwrap();
+    let lease = holder.lock(&name, &LockOptions::default()).await.unwrap();
+    let waiter = Client::connect(&url).await.unwrap();
+    let task = {
+        let (waiter, name) = (waiter.clone(), name.clone());
+        tokio::spawn(async move {
+            let opts = LockOptions::default().ttl(Duration::from_millis(1500)).timeout(BOUND);
+            waiter.lock(&name, &opts).await.unwrap()
+        })
+    };
+    let me = queued(&mut raw, &name, 1).await.remove(0);
+    let first: f64 = raw.zscore(deadlines(&name), &me).await.unwrap();
+    // Past its first deadline, it is still queued, under a later one.
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let now: f64 = raw.zscore(deadlines(&name), &me).await.unwrap();
+        if now > first + 1500.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the deadline was never refreshed past {first}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(queued(&mut raw, &name, 1).await, [me]);
+    lease.release().await.unwrap();
+    task.await.unwrap().release().await.unwrap();
+    tidy(&mut raw, &name).await;
+}
+
+#[tokio::test]
 async fn a_cancelled_or_timed_out_acquire_leaves_no_queue_entry() {
     let Some((url, mut raw)) = setup().await else { return };
     let name = support::unique("fair-cancel");

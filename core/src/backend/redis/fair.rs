@@ -87,10 +87,13 @@ fn keys<'s, D: Deployment>(script: &'s Script, name: &str, second: String) -> re
     call
 }
 
+/// The shortest queue place: below it, a waiter with a tiny TTL would refresh in a busy loop.
+const MIN_PLACE: Duration = Duration::from_secs(1);
+
 /// How long a waiter's queue place lives without a refresh: its own TTL (so a crashed waiter costs what a crashed
-/// holder does), and it refreshes it every third of that by attempting again.
+/// holder does), at least [`MIN_PLACE`]; it refreshes it every third of that by attempting again.
 fn place(req: &AcquireRequest) -> Duration {
-    req.ttl
+    req.ttl.max(MIN_PLACE)
 }
 
 /// A waiter's subscriptions: its own channel, then the lock's shared one.
