@@ -33,6 +33,11 @@ fn deadlines(name: &str) -> String {
     prefixed("redisson_lock_timeout", name)
 }
 
+/// fencelock's own waiter deadlines (Redisson's timeouts follow its own scheme).
+fn own_deadlines(name: &str) -> String {
+    prefixed("fencelock_queue_deadline", name)
+}
+
 fn channel(name: &str) -> String {
     prefixed("redisson_lock__channel", name)
 }
@@ -55,6 +60,7 @@ async fn tidy(raw: &mut impl ConnectionLike, name: &str) {
         .arg(name)
         .arg(queue(name))
         .arg(deadlines(name))
+        .arg(own_deadlines(name))
         .arg(prefixed("redisson_lock_token", name))
         .query_async(raw)
         .await
@@ -94,7 +100,9 @@ async fn fifo_across_clients(url: &str, raw: &mut impl ConnectionLike, name: &st
     }
     let scores: Vec<(String, f64)> =
         redis::cmd("ZRANGE").arg(deadlines(name)).arg(0).arg(-1).arg("WITHSCORES").query_async(raw).await.unwrap();
-    assert_eq!(scores.len(), 4, "one deadline per waiter: {scores:?}");
+    assert_eq!(scores.len(), 4, "one Redisson timeout per waiter: {scores:?}");
+    let ours: u64 = redis::cmd("ZCARD").arg(own_deadlines(name)).query_async(raw).await.unwrap();
+    assert_eq!(ours, 4, "one deadline per waiter");
     lease.release().await.unwrap();
     let mut order = Vec::new();
     for _ in 0..4 {
@@ -223,11 +231,11 @@ async fn a_live_waiter_refreshes_its_deadline_and_keeps_its_place() {
         })
     };
     let me = queued(&mut raw, &name, 1).await.remove(0);
-    let first: f64 = raw.zscore(deadlines(&name), &me).await.unwrap();
+    let first: f64 = raw.zscore(own_deadlines(&name), &me).await.unwrap();
     // Past its first deadline, it is still queued, under a later one.
     let deadline = Instant::now() + BOUND;
     loop {
-        let now: f64 = raw.zscore(deadlines(&name), &me).await.unwrap();
+        let now: f64 = raw.zscore(own_deadlines(&name), &me).await.unwrap();
         if now > first + 1500.0 {
             break;
         }
@@ -237,6 +245,31 @@ async fn a_live_waiter_refreshes_its_deadline_and_keeps_its_place() {
     assert_eq!(queued(&mut raw, &name, 1).await, [me]);
     lease.release().await.unwrap();
     task.await.unwrap().release().await.unwrap();
+    tidy(&mut raw, &name).await;
+}
+
+#[tokio::test]
+async fn a_redisson_acquire_s_timeout_decrement_does_not_drop_our_waiter() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("fair-decrement");
+    let holder = Client::connect(&url).await.unwrap();
+    let lease = holder.lock(&name, &LockOptions::default()).await.unwrap();
+    let waiter = Client::connect(&url).await.unwrap();
+    let task = {
+        let (waiter, name) = (waiter.clone(), name.clone());
+        tokio::spawn(async move { waiter.lock(&name, &LockOptions::default().timeout(BOUND)).await.unwrap() })
+    };
+    let me = queued(&mut raw, &name, 1).await.remove(0);
+    // What an RFairLock acquire does to every waiter's timeout (its threadWaitTime, 5 min by default), then the
+    // stale-waiter pruning its next script runs, on its clock.
+    let _: () = raw.zincr(deadlines(&name), &me, -300_000).await.unwrap();
+    let score: f64 = raw.zscore(deadlines(&name), &me).await.unwrap();
+    let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut raw).await.unwrap();
+    assert!(score > (secs * 1000) as f64, "a Redisson client would prune our live waiter now");
+    let released = Instant::now();
+    lease.release().await.unwrap();
+    task.await.unwrap().release().await.unwrap();
+    assert!(released.elapsed() < Duration::from_secs(3), "woken as the head");
     tidy(&mut raw, &name).await;
 }
 
@@ -265,8 +298,10 @@ async fn a_cancelled_or_timed_out_acquire_leaves_no_queue_entry() {
     assert!(other.try_lock(&name, &LockOptions::default()).await.unwrap().is_none());
     other.close().await;
     assert!(queued(&mut raw, &name, 0).await.is_empty());
-    let zcard: u64 = raw.zcard(deadlines(&name)).await.unwrap();
-    assert_eq!(zcard, 0);
+    for key in [deadlines(&name), own_deadlines(&name)] {
+        let zcard: u64 = raw.zcard(&key).await.unwrap();
+        assert_eq!(zcard, 0, "{key}");
+    }
     // The holder is untouched.
     lease.release().await.unwrap();
     tidy(&mut raw, &name).await;

@@ -417,9 +417,12 @@ impl<D: Deployment> RedisLock<D> {
 
     async fn release_script(&self, name: &str, holder: &str) -> Result<bool> {
         // The queue's keys too: a release wakes the fair queue's head when one waits.
-        let (queue, deadlines) = fair::queue_keys::<D>(name);
         let mut release = self.scripts.release.key(name);
-        release.key(D::channel(name)).key(queue).key(deadlines).arg(holder);
+        release.key(D::channel(name));
+        for key in fair::queue_keys::<D>(name) {
+            release.key(key);
+        }
+        release.arg(holder);
         Ok(self.invoke::<i64>(&release).await? == 1)
     }
 }

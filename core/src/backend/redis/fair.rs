@@ -73,17 +73,24 @@ impl Scripts {
     }
 }
 
-/// The queue list and deadline zset of lock `name`, Redisson RFairLock's names on this deployment.
-pub(super) fn queue_keys<D: Deployment>(name: &str) -> (String, String) {
-    (D::prefixed("redisson_lock_queue", name), D::prefixed("redisson_lock_timeout", name))
+/// The queue's keys of lock `name` on this deployment: Redisson RFairLock's list and timeout zset, and our
+/// deadline zset (see [`scripts`]).
+pub(super) fn queue_keys<D: Deployment>(name: &str) -> [String; 3] {
+    [
+        D::prefixed("redisson_lock_queue", name),
+        D::prefixed("redisson_lock_timeout", name),
+        D::prefixed("fencelock_queue_deadline", name),
+    ]
 }
 
-/// The four keys every queue script takes: lock, shared channel, queue, deadlines (the acquire passes the token
+/// The five keys every queue script takes: lock, shared channel, then the queue's (the acquire passes the token
 /// counter instead of the channel).
 fn keys<'s, D: Deployment>(script: &'s Script, name: &str, second: String) -> redis::ScriptInvocation<'s> {
-    let (queue, deadlines) = queue_keys::<D>(name);
     let mut call = script.key(name);
-    call.key(second).key(queue).key(deadlines);
+    call.key(second);
+    for key in queue_keys::<D>(name) {
+        call.key(key);
+    }
     call
 }
 
