@@ -294,7 +294,7 @@ async fn a_cancelled_or_timed_out_acquire_leaves_no_queue_entry() {
     queued(&mut raw, &name, 1).await;
     dropped.abort();
     let _ = dropped.await;
-    // The undo runs before close returns, and before a later call of the client on the name.
+    // The undo runs before close returns; a try_lock meanwhile is not held up by it.
     assert!(other.try_lock(&name, &LockOptions::default()).await.unwrap().is_none());
     other.close().await;
     assert!(queued(&mut raw, &name, 0).await.is_empty());

@@ -10,8 +10,8 @@
 //! bound, the holder's TTL.
 //!
 //! The attempt's drop leaves the queue (see the cancel protocol in `backend/mod.rs`): an attempt that queued, or
-//! whose request is in doubt, removes its entry, and the record it may have taken, before the next call of this
-//! client on the name, and wakes the next head if the lock is free.
+//! whose request is in doubt, removes its entry (and, in doubt, the record it may have taken, before the next call
+//! of this client on the name), and wakes the next head if the lock is free.
 
 mod scripts;
 
@@ -197,10 +197,24 @@ impl<D: Deployment> Drop for FairAttempt<D> {
             return;
         }
         let (lock, req) = (self.lock.clone(), self.req.clone());
-        self.undo.abandon(&self.req.name, async move {
+        let leave = async move {
             let mut leave = keys::<D>(&lock.scripts.fair.leave, &req.name, D::channel(&req.name));
             leave.arg(&req.holder).arg(u8::from(doubt));
             lock.invoke::<i64>(&leave).await.map(drop)
+        };
+        if doubt {
+            // It may have taken the record, which the next call of the same owner would share: it waits for this.
+            self.undo.abandon(&self.req.name, leave);
+            return;
+        }
+        // Only a queue entry: the next call need not wait for it (a try_lock right after a timed-out lock would
+        // find its own local place taken). A later call of the same owner that queues before this lands loses its
+        // place and queues again at its next refresh; nothing else depends on the order.
+        let name = self.req.name.clone();
+        self.undo.entry(async move {
+            if let Err(e) = leave.await {
+                tracing::warn!(lock = %name, error = %e, "could not leave the fair queue; the entry expires with its deadline");
+            }
         });
     }
 }

@@ -20,12 +20,19 @@
 /// Redisson's default `threadWaitTime`, the step of its timeouts.
 const REDISSON_WAIT_MS: u64 = 300_000;
 
-/// Lua that sets `now` to the server clock in ms, defines `due(w)` (a waiter's deadline: ours, else its Redisson
-/// timeout) and pops every head waiter whose deadline has passed, or that has none (an entry half-removed).
+/// Lua that defines `clock()` (the server clock in ms, read once and only if needed: the uncontended path never
+/// reads it), `due(w)` (a waiter's deadline: ours, else its Redisson timeout) and `drop(w)`, pops every head waiter
+/// whose deadline has passed, or that has none (an entry half-removed), and leaves the live head in `head`.
 /// KEYS[3]: queue, KEYS[4]: Redisson's timeouts, KEYS[5]: our deadlines.
 const PRUNE: &str = r"
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local t, now
+local function clock()
+  if not now then
+    t = redis.call('time')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
 local function due(w)
   return tonumber(redis.call('zscore', KEYS[5], w)) or tonumber(redis.call('zscore', KEYS[4], w))
 end
@@ -33,24 +40,23 @@ local function drop(w)
   redis.call('zrem', KEYS[4], w)
   redis.call('zrem', KEYS[5], w)
 end
-while true do
-  local head = redis.call('lindex', KEYS[3], 0)
-  if not head then break end
+local head = redis.call('lindex', KEYS[3], 0)
+while head do
   local d = due(head)
-  if d and d > now then break end
+  if d and d > clock() then break end
   redis.call('lpop', KEYS[3])
   drop(head)
+  head = redis.call('lindex', KEYS[3], 0)
 end
 ";
 
-/// Lua that wakes the head waiter, if any, on its own channel (`publish` is the deployment's command), else the
-/// waiters of the free-for-all on the shared one. KEYS[2]: shared channel.
+/// Lua that wakes the live head waiter [`PRUNE`] found, if any, on its own channel (`publish` is the deployment's
+/// command), else the waiters of the free-for-all on the shared one. KEYS[2]: shared channel.
 fn wake(publish: &str) -> String {
     format!(
         r"
-local first = redis.call('lindex', KEYS[3], 0)
-if first then
-  redis.call('{publish}', KEYS[2] .. ':' .. first, 0)
+if head then
+  redis.call('{publish}', KEYS[2] .. ':' .. head, 0)
 else
   redis.call('{publish}', KEYS[2], 0)
 end
@@ -67,12 +73,14 @@ end
 pub(super) fn acquire() -> String {
     format!(
         r"{PRUNE}
-local head = redis.call('lindex', KEYS[3], 0)
 local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1
 if mine or (redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2])) then
-  redis.call('lrem', KEYS[3], 0, ARGV[2])
-  drop(ARGV[2])
+  if head then
+    redis.call('lrem', KEYS[3], 0, ARGV[2])
+    drop(ARGV[2])
+  end
   if redis.call('exists', KEYS[2]) == 0 then
+    clock()
     redis.call('set', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
   end
   local token = redis.call('incr', KEYS[2])
@@ -84,18 +92,18 @@ end
 local wait = redis.call('pttl', KEYS[1])
 local place = redis.call('lpos', KEYS[3], ARGV[2])
 if tonumber(ARGV[3]) > 0 then
-  redis.call('zadd', KEYS[5], now + tonumber(ARGV[3]), ARGV[2])
+  redis.call('zadd', KEYS[5], clock() + tonumber(ARGV[3]), ARGV[2])
   if place then
-    redis.call('zadd', KEYS[4], 'GT', now + {REDISSON_WAIT_MS}, ARGV[2])
+    redis.call('zadd', KEYS[4], 'GT', clock() + {REDISSON_WAIT_MS}, ARGV[2])
   else
     local last = redis.call('lindex', KEYS[3], -1)
-    local base = (last and tonumber(redis.call('zscore', KEYS[4], last))) or (now + math.max(wait, 0))
+    local base = (last and tonumber(redis.call('zscore', KEYS[4], last))) or (clock() + math.max(wait, 0))
     redis.call('zadd', KEYS[4], base + {REDISSON_WAIT_MS}, ARGV[2])
     place = redis.call('rpush', KEYS[3], ARGV[2]) - 1
   end
 end
 if head and head ~= ARGV[2] then
-  local left = due(head) - now
+  local left = due(head) - clock()
   if wait < 0 or left < wait then wait = left end
 end
 return {{0, wait, place or -1}}
@@ -149,7 +157,7 @@ mod tests {
     #[test]
     fn scripts_publish_with_the_deployments_command() {
         for script in [release("spublish"), leave("spublish")] {
-            assert!(script.contains("redis.call('spublish', KEYS[2] .. ':' .. first, 0)"), "{script}");
+            assert!(script.contains("redis.call('spublish', KEYS[2] .. ':' .. head, 0)"), "{script}");
             assert!(!script.contains("'publish'"), "{script}");
             assert!(!script.contains("{{"), "{script}");
         }
