@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fencelock from Java next to Rust and to the JVM's usual locks, in one run (on demand, not a test):
 #   - uncontended acquire+release on Redis: fencelock-bench's figure 1 (Rust), fencelock from Java, Redisson's RLock;
-#     ratio Java/Rust with its target (≥ 0.8);
-#   - contended hand-off (8 threads) on Redis: fencelock Java vs Redisson;
+#     ratio Java/Rust with its target (≥ 0.8); Redisson's RFairLock beside it;
+#   - contended hand-off (8 threads) on Redis: fencelock Java vs Redisson's RLock and RFairLock;
 #   - ZooKeeper: uncontended and hand-off, fencelock Java vs Curator's InterProcessMutex.
 # Release builds of the native library and of fencelock-bench (built here if missing); the Java harness loads the
 # release library through java.library.path. Servers: FENCELOCK_TEST_REDIS and FENCELOCK_TEST_ZK.

@@ -5,6 +5,9 @@
 //! as one simultaneous arrival, since their requests race to the backend). An acquisition is served in arrival order
 //! when no other worker that was waiting at that moment had booked earlier; acquisitions with nobody else waiting
 //! are not judged.
+//!
+//! Where the backend serves both wait orders (Redis), the figure runs once per order in the same run: the fair
+//! wake-one queue, then the free-for-all in which every release wakes every waiter.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -77,10 +80,18 @@ fn arrive(shared: &Shared, me: usize) {
     l.waiting[me] = Some(l.next_arrival);
 }
 
+/// The wait order one run of the figure asks for.
+#[derive(Debug, Clone)]
+pub struct Order {
+    /// Shown in the title; `None` for the backend's only order.
+    pub label: Option<&'static str>,
+    pub opts: LockOptions,
+}
+
 /// One worker: lock, record the gap since the previous release started, release, repeat until `end`.
-async fn worker(me: usize, client: Client, shared: Shared, end: Instant) -> BoxResult<u64> {
+async fn worker(me: usize, client: Client, shared: Shared, end: Instant, opts: LockOptions) -> BoxResult<u64> {
     // A bound so a lost wake-up shows up as an error instead of a hung benchmark.
-    let opts = LockOptions::default().timeout(Duration::from_secs(30));
+    let opts = opts.timeout(Duration::from_secs(30));
     let mut taken = 0;
     loop {
         let lease = client.lock(NAME, &opts).await?;
@@ -96,13 +107,13 @@ async fn worker(me: usize, client: Client, shared: Shared, end: Instant) -> BoxR
     Ok(taken)
 }
 
-pub async fn run(url: &str, raw: &Baseline, span: Duration, targets: &Targets) -> BoxResult<Table> {
+pub async fn run(url: &str, raw: &Baseline, span: Duration, targets: &Targets, order: &Order) -> BoxResult<Table> {
     let rtt = raw.round_trips(RTT_SAMPLES).await?;
     let mut clients = Vec::with_capacity(WORKERS);
     for _ in 0..WORKERS {
         let c = Client::connect(url).await?;
         // Warm each client (script load, statement cache, pub/sub connection on first wait comes later).
-        c.lock(NAME, &LockOptions::default()).await?.release().await?;
+        c.lock(NAME, &order.opts).await?.release().await?;
         clients.push(c);
     }
     // Every worker's first lock() is one arrival (number 0): they start together.
@@ -110,7 +121,7 @@ pub async fn run(url: &str, raw: &Baseline, span: Duration, targets: &Targets) -
     let end = Instant::now() + span;
     let mut set = JoinSet::new();
     for (me, c) in clients.into_iter().enumerate() {
-        set.spawn(worker(me, c, shared.clone(), end));
+        set.spawn(worker(me, c, shared.clone(), end, order.opts.clone()));
     }
     let mut counts = Vec::with_capacity(WORKERS);
     while let Some(r) = set.join_next().await {
@@ -125,7 +136,8 @@ pub async fn run(url: &str, raw: &Baseline, span: Duration, targets: &Targets) -
     let in_rtts = |d: Duration| d.as_secs_f64() / unit.as_secs_f64().max(1e-12);
 
     let mut t = Table::new(format!(
-        "2. contended hand-off: {WORKERS} workers, one Client each, one lock, {} s",
+        "2. contended hand-off{}: {WORKERS} workers, one Client each, one lock, {} s",
+        order.label.map(|l| format!(" ({l})")).unwrap_or_default(),
         span.as_secs_f64()
     ));
     t.plain("acquisitions", format!("{total} ({})", rate(total as f64 / span.as_secs_f64())), None);
@@ -142,7 +154,11 @@ pub async fn run(url: &str, raw: &Baseline, span: Duration, targets: &Targets) -
     t.plain("hand-offs to another worker", format!("{:.0} %", share * 100.0), None);
     let fairness = min as f64 / max.max(1) as f64;
     t.plain("acquisitions/worker min / max", format!("{min} / {max}"), None);
-    t.plain("fairness min/max", format!("{fairness:.2}"), Some(Target::at_least(fairness, 0.5, "min/max")));
+    t.plain(
+        "fairness min/max",
+        format!("{fairness:.2}"),
+        Some(Target::at_least(fairness, targets.fairness.unwrap_or(0.5), "min/max")),
+    );
     let fifo = l.in_order as f64 / l.judged.max(1) as f64;
     t.plain(
         "served in arrival order",

@@ -35,6 +35,8 @@ pub struct Targets {
     pub gap_abs: Option<Duration>,
     /// Every contested hand-off goes to the worker that called `lock()` first.
     pub fifo: bool,
+    /// Fewest ÷ most acquisitions per worker in the hand-off, at least (0.5 when unset).
+    pub fairness: Option<f64>,
 }
 
 /// One backend to measure.
@@ -45,6 +47,8 @@ struct Run {
     targets: Targets,
     /// Whether figure 3 runs here (it needs a watchdog that talks to a server, or the memory reference).
     many: bool,
+    /// Whether the backend serves both wait orders (`LockOptions::fair`): figures 1 and 2 then measure both.
+    orders: bool,
 }
 
 fn print(t: &Table, misses: &mut usize) {
@@ -54,8 +58,18 @@ fn print(t: &Table, misses: &mut usize) {
 
 async fn bench(run: &Run, args: &Args, misses: &mut usize) -> BoxResult<()> {
     println!("=== {} ({}) ===\n", run.label, run.url);
-    print(&uncontended::run(&run.url, &run.raw, args.phase, &run.targets).await?, misses);
-    print(&handoff::run(&run.url, &run.raw, args.phase, &run.targets).await?, misses);
+    print(&uncontended::run(&run.url, &run.raw, args.phase, &run.targets, run.orders).await?, misses);
+    if !run.orders {
+        let default = handoff::Order { label: None, opts: fencelock::LockOptions::default() };
+        print(&handoff::run(&run.url, &run.raw, args.phase, &run.targets, &default).await?, misses);
+        return Ok(());
+    }
+    // The fair queue with its targets, then the free-for-all for comparison (no targets: it is the old way).
+    let fair = handoff::Order { label: Some("fair queue"), opts: fencelock::LockOptions::default().fair(true) };
+    print(&handoff::run(&run.url, &run.raw, args.phase, &run.targets, &fair).await?, misses);
+    let racing = handoff::Order { label: Some("free-for-all"), opts: fencelock::LockOptions::default().fair(false) };
+    let none = Targets::default();
+    print(&handoff::run(&run.url, &run.raw, args.phase, &none, &racing).await?, misses);
     if run.many {
         for ttl in [Duration::from_secs(30), Duration::from_secs(3)] {
             let (table, missed) = many::run_isolated(&run.url, ttl).await?;
@@ -98,6 +112,7 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
             raw: Baseline::Sqlite(SqliteRaw::new(dir.join("raw.db"))),
             targets: Targets { gap_abs: Some(Duration::from_millis(5)), ..Targets::default() },
             many: false,
+            orders: false,
         };
         let result = bench(&run, &args, &mut misses).await;
         let _ = std::fs::remove_dir_all(&dir);
@@ -110,6 +125,7 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
             raw: Baseline::Memory(MemoryRaw::default()),
             targets: Targets::default(),
             many: true,
+            orders: false,
         };
         bench(&run, &args, &mut misses).await?;
         print(&metrics_cost::run("memory", &run.url, args.phase, None).await?, &mut misses);
@@ -125,12 +141,12 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
             println!("=== {name} skipped: no --{name} URL and {var} is unset ===\n");
             continue;
         };
-        let consensus = Targets { cycle_ratio: Some(0.7), gap_rtts: Some(3.0), gap_abs: None, fifo: true };
+        let consensus = Targets { cycle_ratio: Some(0.7), gap_rtts: Some(3.0), fifo: true, ..Targets::default() };
         let throughput = Targets { cycle_ratio: Some(0.7), ..Targets::default() };
         let (raw, targets, many) = match which {
             Which::Redis => (
                 Baseline::Redis(RedisRaw::connect(url).await?),
-                Targets { cycle_ratio: Some(0.8), gap_rtts: Some(3.0), ..Targets::default() },
+                Targets { cycle_ratio: Some(0.8), gap_rtts: Some(3.0), fairness: Some(0.9), ..Targets::default() },
                 true,
             ),
             Which::Etcd => (Baseline::Etcd(EtcdRaw::connect(url).await?), consensus, false),
@@ -140,7 +156,8 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
             Which::Mysql => (Baseline::Mysql(MysqlRaw::connect(url).await?), throughput, false),
             Which::Sqlite | Which::Memory | Which::All | Which::Fencelockd => unreachable!("not a server backend"),
         };
-        let run = Run { label: name.into(), url: url.to_string(), raw, targets, many };
+        let orders = which == Which::Redis;
+        let run = Run { label: name.into(), url: url.to_string(), raw, targets, many, orders };
         bench(&run, &args, &mut misses).await?;
         match which {
             Which::Redis => {

@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use self::acquire::{Call, Turn};
 use crate::backend::{Backend, Capability, LockInfo, open};
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Fence;
 use crate::handle::ClientHandle;
 use crate::lease::{Hold, Lease, Link};
@@ -129,6 +129,7 @@ impl Client {
     async fn acquire(&self, name: &str, opts: &LockOptions, once: bool) -> Result<Option<Lease>> {
         self.inner.check_open()?;
         opts.validate(name)?;
+        self.check_order(name, opts)?;
         let metrics = &self.inner.client.metrics;
         let timer = metrics.start_acquire(name);
         let span = tracing::info_span!(
@@ -146,6 +147,17 @@ impl Client {
         }
         timer.finish(outcome);
         result
+    }
+
+    /// Refuses `fair(true)` where waiters are not served in arrival order and no call can ask for it. Asking a
+    /// fair backend for a free-for-all is fine: arrival order is one of its outcomes.
+    fn check_order(&self, name: &str, opts: &LockOptions) -> Result<()> {
+        let backend = &self.inner.backend;
+        if opts.fair != Some(true) || backend.capability().fair || backend.fair_choice() {
+            return Ok(());
+        }
+        Err(Error::new(ErrorKind::Unsupported, "fair(true): this backend does not serve waiters in arrival order")
+            .at(name, backend.describe()))
     }
 
     async fn acquire_valid(&self, name: &str, opts: &LockOptions, once: bool) -> Result<Option<Lease>> {

@@ -81,7 +81,6 @@ pub struct AcquireRequest {
     /// Time to live of the record.
     pub ttl: Duration,
     /// The caller's choice of wait order (`LockOptions::fair`); `None`: the backend's default.
-    #[allow(dead_code)] // until the Redis fair queue reads it
     pub fair: Option<bool>,
 }
 
@@ -224,6 +223,12 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
 
     /// The backend as a URL without secrets, for messages.
     fn describe(&self) -> &str;
+
+    /// Whether `AcquireRequest::fair` picks the wait order per call (Redis); elsewhere the order is the backend's
+    /// own, and asking for arrival order from a backend without it is `Unsupported`.
+    fn fair_choice(&self) -> bool {
+        false
+    }
 
     /// Starts one acquire of `req`; `undo` runs what the attempt's drop leaves to do.
     fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending>;

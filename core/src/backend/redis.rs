@@ -11,6 +11,7 @@
 //! (else the system's roots); `cert=` and `key=` are a client certificate for servers that ask for one. `user:password@` authenticates an ACL user, `:password@` the
 //! `requirepass` default user (see [`security`]). Both connections, commands and pub/sub, use the same settings.
 
+pub(super) mod fair;
 mod replicas;
 mod security;
 pub(crate) mod sentinel;
@@ -81,21 +82,6 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
 end
 return 0
 ";
-
-/// Compare-and-delete, announced with `publish` (`publish`, or `spublish` for sharded pub/sub). KEYS: lock, channel.
-/// ARGV: holder. 1 if deleted, 0 if not ours.
-fn release_lua(publish: &str) -> String {
-    format!(
-        r"
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-  return 0
-end
-redis.call('del', KEYS[1])
-redis.call('{publish}', KEYS[2], 0)
-return 1
-"
-    )
-}
 
 /// Deletes whoever holds it (Redisson's forceUnlock does the same), announced with `publish`. KEYS: lock, channel.
 /// Returns {1, _} if deleted, {0, _} if there was no key, and {-1, what it is} for a key that is not a lock record (a
@@ -211,6 +197,14 @@ pub(crate) trait Deployment: Send + Sync + fmt::Debug + Sized + 'static {
     fn replicas_wanted(&self) -> (u32, Duration) {
         (0, replicas::DEFAULT_TIMEOUT)
     }
+    /// Redisson's `prefixName` of `name` for another key of the lock (the fair queue's).
+    fn prefixed(prefix: &str, name: &str) -> String {
+        format!("{prefix}:{{{name}}}")
+    }
+    /// The URL's `fair=`, if it gave one.
+    fn fair(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// A single Redis server, through a reconnecting `ConnectionManager`.
@@ -218,6 +212,7 @@ pub(crate) trait Deployment: Send + Sync + fmt::Debug + Sized + 'static {
 pub(crate) struct Server {
     client: Client,
     wanted: Wanted,
+    fair: Option<bool>,
 }
 
 /// The RESP3 connection that carries this client's subscriptions.
@@ -244,25 +239,26 @@ fn manager_config(opts: &ClientOptions) -> ConnectionManagerConfig {
         .set_response_timeout(Some(opts.request_timeout))
 }
 
-/// The TLS and replica settings of a `redis://` or `rediss://` URL; the rest of it is redis-rs's to read.
-fn parse(url: &str) -> Result<(Security, Wanted)> {
+/// The TLS, replica and `fair=` settings of a `redis://` or `rediss://` URL; the rest of it is redis-rs's to read.
+fn parse(url: &str) -> Result<(Security, Wanted, Option<bool>)> {
     let shown = redact(url);
     let parsed = url::Url::parse(url).map_err(|e| bad_url(url, e))?;
     if parsed.fragment().is_some() {
         // redis-rs reads `#insecure` as "skip the certificate checks"; they are never skipped.
         return Err(Error::invalid(format!("URL {shown:?}: a fragment (#…) is not allowed")));
     }
-    let pairs = parsed.query_pairs().into_owned().collect();
+    let mut pairs = parsed.query_pairs().into_owned().collect();
+    let fair = fair::take(&mut pairs, &shown)?;
     let (security, rest) = Security::take(pairs, parsed.scheme() == "rediss", &shown, "use rediss://")?;
     let (wanted, rest) = Wanted::take(rest, &shown)?;
     let unknown: Vec<&str> = names(&rest).into_iter().filter(|n| *n != "protocol").collect();
     if !unknown.is_empty() {
         return Err(Error::invalid(format!(
             "URL {shown:?}: unknown parameters {unknown:?}; expected ca=, cert=, key= (with rediss://), \
-             wait_replicas=, wait_timeout_ms= or protocol="
+             wait_replicas=, wait_timeout_ms=, fair= or protocol="
         )));
     }
-    Ok((security, wanted))
+    Ok((security, wanted, fair))
 }
 
 /// A URL neither the url crate nor redis-rs could read, naming a bad port in the words of the other backends.
@@ -299,7 +295,7 @@ impl Server {
             .await
             .map_err(|_| security.timeout_error(&shown, opts.connect_timeout))?
             .map_err(|e| security.connect_error(&e, &shown))?;
-        Ok((Server { client, wanted: Wanted::default() }, conn))
+        Ok((Server { client, wanted: Wanted::default(), fair: None }, conn))
     }
 }
 
@@ -310,13 +306,17 @@ impl Deployment for Server {
     const NUMSUB: Option<&'static str> = Some("NUMSUB");
 
     async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ConnectionManager)> {
-        let (security, wanted) = parse(url)?;
+        let (security, wanted, fair) = parse(url)?;
         let (server, conn) = Server::open(url, &security, opts).await?;
-        Ok((Server { wanted, ..server }, conn))
+        Ok((Server { wanted, fair, ..server }, conn))
     }
 
     fn replicas_wanted(&self) -> (u32, Duration) {
         (self.wanted.replicas.unwrap_or(0), self.wanted.timeout)
+    }
+
+    fn fair(&self) -> Option<bool> {
+        self.fair
     }
 
     async fn open_pubsub(&self, opts: &ClientOptions, channels: Arc<Channels>) -> Result<PubSub, RedisError> {
@@ -348,6 +348,7 @@ struct Scripts {
     release: Script,
     force: Script,
     fence_write: Script,
+    fair: fair::Scripts,
 }
 
 impl Scripts {
@@ -356,9 +357,10 @@ impl Scripts {
         Scripts {
             acquire: Script::new(ACQUIRE),
             renew: Script::new(RENEW),
-            release: Script::new(&release_lua(publish)),
+            release: Script::new(&fair::release_lua(publish)),
             force: Script::new(&force_release_lua(publish)),
             fence_write: Script::new(FENCE_WRITE),
+            fair: fair::Scripts::publishing_with(publish),
         }
     }
 }
@@ -374,6 +376,8 @@ pub(crate) struct RedisLock<D: Deployment> {
     sync: ReplicaSync,
     url: String,
     opts: ClientOptions,
+    /// Whether waiters queue fairly unless a call says otherwise.
+    fair: bool,
 }
 
 /// The `redis://` backend.
@@ -404,7 +408,6 @@ impl<D: Deployment> RedisLock<D> {
 
     fn over(deployment: D, conn: D::Conn, url: &str, opts: &ClientOptions) -> Self {
         RedisLock {
-            deployment,
             conn,
             pubsub: OnceCell::new(),
             channels: Arc::default(),
@@ -412,6 +415,8 @@ impl<D: Deployment> RedisLock<D> {
             sync: ReplicaSync::default(),
             url: redact(url),
             opts: opts.clone(),
+            fair: deployment.fair().unwrap_or(fair::DEFAULT),
+            deployment,
         }
     }
 
@@ -446,8 +451,13 @@ impl<D: Deployment> RedisLock<D> {
     }
 
     async fn release_script(&self, name: &str, holder: &str) -> Result<bool> {
+        // The queue's keys too: a release wakes the fair queue's head when one waits.
         let mut release = self.scripts.release.key(name);
-        release.key(D::channel(name)).arg(holder);
+        release.key(D::channel(name));
+        for key in fair::queue_keys::<D>(name) {
+            release.key(key);
+        }
+        release.arg(holder);
         Ok(self.invoke::<i64>(&release).await? == 1)
     }
 }
@@ -455,7 +465,11 @@ impl<D: Deployment> RedisLock<D> {
 #[async_trait]
 impl<D: Deployment> Backend for RedisLock<D> {
     fn capability(&self) -> Capability {
-        Capability { fencing: true, native_wait: true, fair: false, session_bound: false }
+        Capability { fencing: true, native_wait: true, fair: self.fair, session_bound: false }
+    }
+
+    fn fair_choice(&self) -> bool {
+        true
     }
 
     fn describe(&self) -> &str {
@@ -463,6 +477,9 @@ impl<D: Deployment> Backend for RedisLock<D> {
     }
 
     fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
+        if req.fair.unwrap_or(self.fair) {
+            return fair::FairAttempt::begin(self, req, undo);
+        }
         RecordAttempt::begin(self, req, undo)
     }
 
@@ -599,13 +616,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn release_scripts_name_their_publish_command() {
-        let release = "\nif redis.call('hexists', KEYS[1], ARGV[1]) == 0 then\n  return 0\nend\nredis.call('del', KEYS[1])\n\
-                       redis.call('publish', KEYS[2], 0)\nreturn 1\n";
+    fn force_release_scripts_name_their_publish_command() {
         let force = force_release_lua("publish");
         assert!(force.contains("redis.call('publish', KEYS[2], 0)"), "{force}");
-        assert_eq!(release_lua("publish"), release);
-        assert_eq!(release_lua("spublish"), release.replace("'publish'", "'spublish'"));
         assert_eq!(force_release_lua("spublish"), force.replace("'publish'", "'spublish'"));
         assert!(!force.contains("{{"), "{force}");
     }

@@ -111,7 +111,7 @@ fn check_name(name: &str) -> Result<()> {
 
 /// What a `redis+cluster://` URL says: one `redis://` (or `rediss://`) URL per seed node, and how every node is
 /// secured.
-fn parse(url: &str) -> Result<(Vec<String>, Security)> {
+fn parse(url: &str) -> Result<(Vec<String>, Security, Option<bool>)> {
     let shown = redact(url);
     let bad = |why: String| Error::invalid(format!("URL {shown:?}: {why}"));
     let rest = url
@@ -133,10 +133,14 @@ fn parse(url: &str) -> Result<(Vec<String>, Security)> {
             "{name}= is not supported on redis+cluster:// yet (only redis:// and redis+sentinel://)"
         )));
     }
+    let fair = super::redis::fair::take(&mut pairs, &shown)?;
     let (security, unknown) = Security::take(pairs, tls, &shown, "add tls=true")?;
     if !unknown.is_empty() {
         // The names only: a value may be a secret (`?password=…`).
-        return Err(bad(format!("unknown parameters {:?}; expected tls=true, ca=, cert=, key=", names(&unknown))));
+        return Err(bad(format!(
+            "unknown parameters {:?}; expected tls=true, ca=, cert=, key=, fair=",
+            names(&unknown)
+        )));
     }
     let (rest, db) = rest.split_once('/').map_or((rest, ""), |(rest, db)| (rest, db));
     if !matches!(db, "" | "0") {
@@ -153,7 +157,7 @@ fn parse(url: &str) -> Result<(Vec<String>, Security)> {
             nodes.push(node);
         }
     }
-    Ok((nodes, security))
+    Ok((nodes, security, fair))
 }
 
 /// Short timeouts and few retries: a dead node must cost a bounded time, not redis-rs's default backoff loop. The
@@ -196,6 +200,7 @@ pub(crate) struct Cluster {
     /// Seed node URLs, credentials included: never shown unredacted.
     nodes: Vec<String>,
     security: Security,
+    fair: Option<bool>,
 }
 
 impl fmt::Debug for Cluster {
@@ -215,14 +220,14 @@ impl Deployment for Cluster {
 
     async fn connect(url: &str, opts: &ClientOptions) -> Result<(Self, ClusterConnection)> {
         let shown = redact(url);
-        let (nodes, security) = parse(url)?;
+        let (nodes, security, fair) = parse(url)?;
         let client =
             builder(&nodes, &security, opts).build().map_err(|e| Error::invalid(format!("URL {shown:?}: {e}")))?;
         let conn = tokio::time::timeout(opts.connect_timeout, client.get_async_connection())
             .await
             .map_err(|_| security.timeout_error(&shown, opts.connect_timeout))?
             .map_err(|e| security.connect_error(&e, &shown))?;
-        Ok((Cluster { nodes, security }, conn))
+        Ok((Cluster { nodes, security, fair }, conn))
     }
 
     async fn open_pubsub(&self, opts: &ClientOptions, channels: Arc<Channels>) -> Result<PubSub, RedisError> {
@@ -246,6 +251,14 @@ impl Deployment for Cluster {
 
     fn check_name(name: &str) -> Result<()> {
         check_name(name)
+    }
+
+    fn prefixed(prefix: &str, name: &str) -> String {
+        prefixed(prefix, name)
+    }
+
+    fn fair(&self) -> Option<bool> {
+        self.fair
     }
 
     fn transient(e: &RedisError) -> bool {
@@ -299,7 +312,9 @@ mod tests {
             ["redis://u:pw@a:1", "redis://u:pw@b:6379", "redis://u:pw@[::1]:6379"]
         );
         assert_eq!(parse("redis+cluster://a,a:6379").unwrap().0, ["redis://a:6379"]);
-        let (nodes, security) = parse("redis+cluster://:pw@a,b?tls=true").unwrap();
+        let (nodes, security, fair) = parse("redis+cluster://:pw@a,b?tls=true").unwrap();
+        assert_eq!(fair, None);
+        assert_eq!(parse("redis+cluster://a?fair=false").unwrap().2, Some(false));
         assert_eq!(nodes, ["rediss://:pw@a:6379", "rediss://:pw@b:6379"]);
         assert!(security.tls());
         for (url, says) in [
@@ -309,6 +324,7 @@ mod tests {
             ("redis+cluster://a?wait_replicas=1", "wait_replicas= is not supported on redis+cluster://"),
             ("redis+cluster://a?password=secret", "unknown parameters [\"password\"]"),
             ("redis+cluster://a?tls=on", "tls=\"on\" is neither true nor false"),
+            ("redis+cluster://a?fair=on", "fair=\"on\" is neither true nor false"),
             ("redis+cluster://a?cert=%2Fc.pem&key=%2Fk.pem", "cert=, key= given but TLS is off (add tls=true)"),
             ("redis+cluster://u:secret@a/2", "u:***@"),
         ] {

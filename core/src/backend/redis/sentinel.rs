@@ -62,7 +62,6 @@ struct Config {
     security: Security,
     wanted: Wanted,
     /// `fair=` for every lock of this client (the fair queue's).
-    #[allow(dead_code)] // until the fair queue reads it
     fair: Option<bool>,
 }
 
@@ -80,15 +79,15 @@ fn parse(url: &str) -> Result<Config> {
     }
     let (auth, hosts) = hosts.rsplit_once('@').map_or((None, hosts), |(auth, hosts)| (Some(auth.to_string()), hosts));
     let sentinels = parse_hosts(hosts, SENTINEL_PORT).map_err(bad)?;
-    let (mut tls, mut db, mut fair, mut pairs) = (false, 0, None, Vec::new());
+    let (mut tls, mut db, mut pairs) = (false, 0, Vec::new());
     for (name, value) in url::form_urlencoded::parse(query.as_bytes()).into_owned() {
         match name.as_str() {
             "tls" => tls = crate::backend::tls::flag(&value, &shown)?,
-            "fair" => fair = Some(crate::backend::tls::flag(&value, &shown)?),
             "db" => db = value.parse().map_err(|_| bad(format!("db={value:?} is not a database number")))?,
             _ => pairs.push((name, value)),
         }
     }
+    let fair = super::fair::take(&mut pairs, &shown)?;
     let (security, rest) = Security::take(pairs, tls, &shown, "add tls=true")?;
     let (wanted, unknown) = Wanted::take(rest, &shown)?;
     if !unknown.is_empty() {
@@ -491,6 +490,10 @@ impl Deployment for Sentinel {
 
     fn replicas_wanted(&self) -> (u32, Duration) {
         (self.replicas, self.shared.nodes.config.wanted.timeout)
+    }
+
+    fn fair(&self) -> Option<bool> {
+        self.shared.nodes.config.fair
     }
 }
 

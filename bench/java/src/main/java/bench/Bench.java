@@ -24,11 +24,13 @@ import org.redisson.config.Config;
  *   <li>uncontended acquire+release on Redis, fencelock alone (for the Java/Rust ratio against fencelock-bench);
  *   <li>uncontended acquire+release, one thread, after a 1 s warm-up per side, in four alternating slices per side
  *       (fencelock, peer, fencelock, peer), so load from elsewhere falls on both: on Redis against Redisson's RLock,
- *       on ZooKeeper against Curator's InterProcessMutex;
+ *       on ZooKeeper against Curator's InterProcessMutex; on Redis also against Redisson's RFairLock, the peer of
+ *       fencelock's default fair queue;
  *   <li>contended hand-off: 8 worker threads on one lock, each asking again as soon as it has released; gap = the
  *       next acquire's return − the previous holder's instant before release. fencelock workers have a client each
  *       (so contention goes through the server); Redisson's share one RedissonClient and Curator's one
- *       CuratorFramework (each worker a separate lock owner on the server all the same).
+ *       CuratorFramework (each worker a separate lock owner on the server all the same). On Redis against both
+ *       Redisson's RLock (every unlock wakes every waiter) and its RFairLock (an unlock wakes the queue's head).
  * </ol>
  *
  * Prints a table per backend and {@code key=value} lines for bench/java/run.sh.
@@ -72,6 +74,15 @@ public final class Bench {
     static final class Sample {
         final List<Long> nanos = new ArrayList<>();
         long elapsed;
+        /** Acquisitions per worker, in a hand-off. */
+        long[] perWorker = new long[0];
+
+        /** Fewest ÷ most acquisitions per worker. */
+        double fairness() {
+            long min = Arrays.stream(perWorker).min().orElse(0);
+            long max = Arrays.stream(perWorker).max().orElse(0);
+            return max == 0 ? 0 : (double) min / max;
+        }
 
         double perSecond() {
             return nanos.size() / (elapsed / 1e9);
@@ -126,8 +137,10 @@ public final class Bench {
         long deadline = System.nanoTime() + nanos;
         List<Thread> threads = new ArrayList<>();
         List<Throwable> failures = new ArrayList<>();
+        gaps.perWorker = new long[WORKERS];
         for (int w = 0; w < WORKERS; w++) {
             Contender c = factory.make(w);
+            int me = w;
             threads.add(new Thread(() -> {
                 try {
                     while (System.nanoTime() < deadline) {
@@ -138,6 +151,9 @@ public final class Bench {
                             synchronized (gaps) {
                                 gaps.nanos.add(got - prev);
                             }
+                        }
+                        synchronized (gaps) {
+                            gaps.perWorker[me]++;
                         }
                         releasedAt.set(System.nanoTime());
                         c.release();
@@ -190,6 +206,14 @@ public final class Bench {
                     "Redisson RLock", s[0], s[1]);
             kv("java_redis_alternating_cycles", s[0].perSecond());
             kv("redisson_cycles", s[1].perSecond());
+            Lock fair = redisson.getFairLock("bench-java-redisson-fair-uncontended");
+            Sample[] f = alternate(() -> client.lock(name).close(), () -> {
+                fair.lock();
+                fair.unlock();
+            }, sliceNanos);
+            table("redis: 1c. uncontended acquire+release, 1 thread, alternating with Redisson's fair lock",
+                    "fencelock java", "Redisson RFairLock", f[0], f[1]);
+            kv("redisson_fair_cycles", f[1].perSecond());
 
             Sample ours = fencelockHandoff(url, "bench-java-handoff", sliceNanos * 2);
             Sample theirs = handoff(w -> {
@@ -208,6 +232,21 @@ public final class Bench {
                     theirs);
             kv("java_redis_handoff_p50_us", ours.percentile(0.5) / 1e3);
             kv("redisson_handoff_p50_us", theirs.percentile(0.5) / 1e3);
+            Sample fairOnes = handoff(w -> {
+                Lock l = redisson.getFairLock("bench-java-redisson-fair-handoff");
+                return new Contender() {
+                    public void acquire() {
+                        l.lock();
+                    }
+
+                    public void release() {
+                        l.unlock();
+                    }
+                };
+            }, sliceNanos * 2);
+            handoffTable("redis: 2b. contended hand-off, 8 threads, against Redisson's fair lock", "fencelock java",
+                    "Redisson RFairLock", ours, fairOnes);
+            kv("redisson_fair_handoff_p50_us", fairOnes.percentile(0.5) / 1e3);
         } finally {
             redisson.shutdown();
         }
@@ -297,6 +336,7 @@ public final class Bench {
                 fmt("%.2f", (double) a.percentile(0.5) / b.percentile(0.5)));
         row("hand-off gap p99", micros(a.percentile(0.99)), micros(b.percentile(0.99)),
                 fmt("%.2f", (double) a.percentile(0.99) / b.percentile(0.99)));
+        row("fairness min/max", fmt("%.2f", a.fairness()), fmt("%.2f", b.fairness()), "");
     }
 
     static void row(String... cells) {
