@@ -1,7 +1,7 @@
 //! `redis://` / `rediss://`: Lua scripts on the Redisson RLock layout, so Redisson clients and fencelock exclude each
 //! other: hash `<name>` with field `<client uuid>:<owner>` = hold count, PEXPIRE ttl, release publishes `0` on
 //! `redisson_lock__channel:{name}`. The fence token comes from the counter `redisson_lock_token:{name}`, raised to
-//! the server clock in µs by the acquire script (see [`ACQUIRE`]).
+//! the server clock in µs by the acquire script (see [`acquire_lua`]).
 //!
 //! Waiters share one RESP3 pub/sub connection per client; a message they miss costs at most the holder's
 //! remaining TTL, the bound every wait uses.
@@ -57,21 +57,34 @@ use crate::options::ClientOptions;
 /// µs since the epoch stay below 2^53, so Lua's doubles hold them exactly; the value
 /// is built as a string, never formatted with `%g`.
 /// KEYS: lock, token counter. ARGV: ttl ms, holder. Returns {1, token} or {0, pttl of the holder}.
-pub(super) const ACQUIRE: &str = r"
+fn acquire_lua() -> String {
+    format!(
+        r"
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+{NEXT_TOKEN}
+  redis.call('del', KEYS[1])
+  redis.call('hset', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {{1, token}}
+end
+return {{0, redis.call('pttl', KEYS[1])}}
+"
+    )
+}
+
+/// Lua that sets `token` to the next fence token of counter KEYS[2]: `max(counter + 1, server TIME in µs)`, stored
+/// back as a decimal string (see [`acquire_lua`] for why the clock). Shared with the fair queue's acquire.
+pub(super) const NEXT_TOKEN: &str = r"
+local token
+do
   local t = redis.call('time')
   local now = t[1] .. string.format('%06d', tonumber(t[2]))
-  local token = redis.call('incr', KEYS[2])
+  token = redis.call('incr', KEYS[2])
   if tonumber(now) > token then
     redis.call('set', KEYS[2], now)
     token = tonumber(now)
   end
-  redis.call('del', KEYS[1])
-  redis.call('hset', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return {1, token}
 end
-return {0, redis.call('pttl', KEYS[1])}
 ";
 
 /// KEYS: lock. ARGV: ttl ms, holder. 1 if extended, 0 if no longer ours.
@@ -355,7 +368,7 @@ impl Scripts {
     /// The scripts of a deployment whose releases are announced with `publish`.
     fn publishing_with(publish: &str) -> Self {
         Scripts {
-            acquire: Script::new(ACQUIRE),
+            acquire: Script::new(&acquire_lua()),
             renew: Script::new(RENEW),
             release: Script::new(&fair::release_lua(publish)),
             force: Script::new(&force_release_lua(publish)),
@@ -572,7 +585,10 @@ impl<D: Deployment> Records for RedisLock<D> {
         }
         let keys = [req.name.clone(), D::token_key(&req.name)];
         let args = [ttl_ms(req.ttl).to_string().into_bytes(), req.holder.clone().into_bytes()];
-        let (ok, n) = self.acquire_synced(&req.name, keys, args).await?;
+        let reply = self.acquire_synced(&req.name, &req.holder, &self.scripts.acquire, &keys, &args).await?;
+        let [ok, n] = reply[..] else {
+            return Err(Error::internal(format!("{}: unexpected reply {reply:?}", self.url)));
+        };
         Ok(if ok == 1 {
             Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token: n as u64, key: None })
         } else {

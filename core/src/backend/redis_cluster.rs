@@ -37,7 +37,7 @@
 //! Fencing tokens come from the same counter as on `redis://`, raised to the server clock in µs, run on the lock's
 //! master. Redis Cluster replicates asynchronously: after a failover the promoted replica may lack the last grants,
 //! but its clock still puts its tokens above them unless the clocks differ by more than the failover took (see
-//! `ACQUIRE` in `redis.rs`). Without replicas a dead master makes its slots unavailable rather than losing tokens.
+//! `acquire_lua` in `redis.rs`). Without replicas a dead master makes its slots unavailable rather than losing tokens.
 //!
 //! URL: `redis+cluster://[[user]:password@]host[:port],host[:port],…[/0][?tls=true[&ca=…&cert=…&key=…]]`; any listed
 //! node is a seed for discovering the rest. The credentials and TLS apply to every node, the seeds and those found

@@ -151,10 +151,14 @@ impl<D: Deployment> Pending for FairAttempt<D> {
             shared.mark();
         }
         let place = place(&self.req);
-        let mut acquire = keys::<D>(&self.lock.scripts.fair.acquire, &self.req.name, D::token_key(&self.req.name));
-        acquire.arg(ttl_ms(self.req.ttl)).arg(&self.req.holder).arg(if enqueue { ttl_ms(place) } else { 0 });
+        let (name, holder) = (&self.req.name, &self.req.holder);
+        let mut keys = vec![name.clone(), D::token_key(name)];
+        keys.extend(queue_keys::<D>(name));
+        let place_ms = if enqueue { ttl_ms(place) } else { 0 };
+        let args = [ttl_ms(self.req.ttl).to_string(), holder.clone(), place_ms.to_string()].map(String::into_bytes);
         self.queued |= enqueue;
-        let reply: Vec<i64> = self.doubt.clone().settle(self.lock.invoke(&acquire)).await?;
+        let acquire = self.lock.acquire_synced(name, holder, &self.lock.scripts.fair.acquire, &keys, &args);
+        let reply = self.doubt.clone().settle(acquire).await?;
         let (ok, n, at) = match reply[..] {
             [ok, n] => (ok, n, -1),
             [ok, n, at] => (ok, n, at),

@@ -5,7 +5,7 @@
 //!
 //! What it buys: a grant that N replicas confirmed survives a failover to any of them, so the promoted master still
 //! excludes the next client. What it does not: Redis is no consensus system, and after a failover to a replica that
-//! did not confirm, two clients can hold. That is left to fencing: the new grant's token is higher (see `ACQUIRE`),
+//! did not confirm, two clients can hold. That is left to fencing: the new grant's token is higher (see `acquire_lua` in redis.rs),
 //! so once the new holder has written a register, the old holder's writes are refused. A grant fewer replicas confirmed is released at once and reported `Unavailable`;
 //! a fence write cannot be taken back, so it is reported `Unavailable` saying it reached the master only.
 //! Renewals do not wait: they extend what the replicas already hold.
@@ -183,21 +183,33 @@ async fn run_synced<T: FromRedisValue, C: ConnectionLike + Send>(
 }
 
 impl<D: Deployment> RedisLock<D> {
-    /// Runs the acquire script and, when grants wait for replicas, WAIT with it; a grant too few replicas
-    /// confirmed is released and reported `Unavailable`. The error leaves the attempt in doubt, so its undo
-    /// releases again if this release did not get through.
-    pub(super) async fn acquire_synced(&self, name: &str, keys: [String; 2], args: [Vec<u8>; 2]) -> Result<(i64, i64)> {
+    /// Runs an acquire script (the free-for-all's or the fair queue's: a reply that starts with 1 is a grant)
+    /// and, when grants wait for replicas, WAIT with it; a grant too few replicas confirmed is released and
+    /// reported `Unavailable`. The error leaves the attempt in doubt, so its undo releases again if this release
+    /// did not get through.
+    pub(super) async fn acquire_synced(
+        &self,
+        name: &str,
+        holder: &str,
+        script: &Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<Vec<i64>> {
         if !self.sync.waits() {
-            let mut acquire = self.scripts.acquire.key(&keys[0]);
-            acquire.key(&keys[1]).arg(&args[0]).arg(&args[1]);
+            let mut acquire = script.prepare_invoke();
+            for key in keys {
+                acquire.key(key);
+            }
+            for arg in args {
+                acquire.arg(arg);
+            }
             return self.invoke(&acquire).await;
         }
         let mut conn = self.conn.clone();
-        let ((ok, n), confirmed): ((i64, i64), u32) =
-            run_synced(&mut conn, &self.sync, &self.scripts.acquire, &keys, &args).await.map_err(|e| self.err(e))?;
-        if ok == 1 && confirmed < self.sync.replicas {
-            let holder = String::from_utf8_lossy(&args[1]).into_owned();
-            let released = self.release_script(name, &holder).await;
+        let (reply, confirmed): (Vec<i64>, u32) =
+            run_synced(&mut conn, &self.sync, script, keys, args).await.map_err(|e| self.err(e))?;
+        if reply.first() == Some(&1) && confirmed < self.sync.replicas {
+            let released = self.release_script(name, holder).await;
             let note = match released {
                 Ok(_) => "released it".to_string(),
                 Err(e) => format!("could not release it ({e}); it expires after its TTL"),
@@ -207,7 +219,7 @@ impl<D: Deployment> RedisLock<D> {
                 self.url, self.sync.replicas, self.sync.timeout_ms
             )));
         }
-        Ok((ok, n))
+        Ok(reply)
     }
 
     /// Runs the fence write script and, when grants wait for replicas, WAIT with it. `None` if stored, else the

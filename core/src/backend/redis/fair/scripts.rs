@@ -17,6 +17,8 @@
 //! Redisson would prune the live waiter. So in Redisson's zset we write what a Redisson waiter would (and raise it
 //! to now + 5 min on each refresh), and keep the liveness deadline here.
 
+use crate::backend::redis::NEXT_TOKEN;
+
 /// Redisson's default `threadWaitTime`, the step of its timeouts.
 const REDISSON_WAIT_MS: u64 = 300_000;
 
@@ -65,8 +67,8 @@ end
 }
 
 /// Takes the lock if it is ours (a grant whose reply was lost), or free with nobody queued ahead; else, when
-/// ARGV[3] is not 0, queues the caller once (refreshing its deadline to now + ARGV[3] ms). The token counter is
-/// seeded as in the free-for-all's script. KEYS: lock, token counter, queue, Redisson's timeouts, our deadlines.
+/// ARGV[3] is not 0, queues the caller once (refreshing its deadline to now + ARGV[3] ms). The token is drawn as in
+/// the free-for-all's script ([`NEXT_TOKEN`]). KEYS: lock, token counter, queue, Redisson's timeouts, our deadlines.
 /// ARGV: ttl ms, holder, place ms. Returns {1, token}, or {0, ms worth waiting before the next look, 0-based place or -1 if not queued}: the
 /// holder's TTL or, if sooner, the time until another head's deadline (a live head refreshes long before it, so
 /// this wakes the next waiter only when the head seems dead).
@@ -79,12 +81,7 @@ if mine or (redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2])
     redis.call('lrem', KEYS[3], 0, ARGV[2])
     drop(ARGV[2])
   end
-  if redis.call('exists', KEYS[2]) == 0 then
-    clock()
-    redis.call('set', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
-  end
-  local token = redis.call('incr', KEYS[2])
-  redis.call('del', KEYS[1])
+{NEXT_TOKEN}  redis.call('del', KEYS[1])
   redis.call('hset', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {{1, token}}
