@@ -36,6 +36,20 @@ for (const [label, url] of urls) {
       await c.close();
     });
 
+    test('fair reaches the backend: refused where waiters race, served on Redis', async () => {
+      const c = await connect(url);
+      const name = unique('fair');
+      if (label === 'sqlite') {
+        await rejectsWith(c.lock(name, { fair: true }), 'UNSUPPORTED');
+        await rejectsWith(c.tryLock(name, { fair: true }), 'UNSUPPORTED');
+      } else {
+        await (await c.lock(name, { fair: true, ttlMs: 5000 })).release();
+      }
+      await (await c.lock(name, { fair: false, ttlMs: 5000 })).release();
+      assert.equal((await c.inspect(name)).holder ?? null, null);
+      await c.close();
+    });
+
     test('an AbortSignal cancels a waiting lock and leaves no lock behind', async () => {
       const [a, b] = [await connect(url), await connect(url)];
       const name = unique('abort');
@@ -108,6 +122,7 @@ for (const [label, url] of urls) {
         () => c.lock('x', { ttlMs: 'soon' }),
         () => c.lock('x', { watchdog: 'yes' }),
         () => c.lock('x', { signal: {} }),
+        () => c.lock('x', { fair: 'yes' }),
         () => c.tryLock('a\0b'),
         () => c.withLock('x', {}, 'not a function'),
         () => c.fence('r').write(-1n, Buffer.from('x')),

@@ -215,3 +215,20 @@ def test_event_loop_keeps_running_while_waiting(sqlite_url: str, name: str) -> N
         await held.release()
 
     run(main())
+
+
+
+def test_fair_reaches_the_backend(sqlite_url: str, name: str) -> None:
+    async def main() -> None:
+        async with await fencelock.aio.connect(sqlite_url) as client:
+            with pytest.raises(fencelock.Unsupported):
+                await client.lock(name, fair=True)
+            with pytest.raises(fencelock.Unsupported):
+                await client.try_lock(name, fair=True)
+            with pytest.raises(fencelock.Unsupported):
+                await client.mutex(name, fair=True).acquire()
+            lease = await client.try_lock(name, fair=False)
+            assert lease is not None
+            await lease.release()
+
+    run(main())

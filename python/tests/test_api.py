@@ -356,3 +356,17 @@ def test_lost_wait_takes_timeouts_as_threading_event_does(client: fencelock.Clie
     assert lease.lost.wait(-1) is event.wait(-1) is True  # already set: True at once
     with pytest.raises(fencelock.InvalidArgument):
         lease.lost.wait(float("nan"))
+
+
+def test_fair_reaches_the_backend(sqlite_url: str, name: str) -> None:
+    # SQLite's waiters race: asking for arrival order is refused, by lock, try_lock and mutex alike.
+    with fencelock.connect(sqlite_url) as client:
+        with pytest.raises(fencelock.Unsupported, match="arrival order"):
+            client.lock(name, fair=True)
+        with pytest.raises(fencelock.Unsupported):
+            client.try_lock(name, fair=True)
+        with pytest.raises(fencelock.Unsupported):
+            client.mutex(name, fair=True).acquire()
+        with client.lock(name, fair=False):
+            assert client.inspect(name).holder is not None
+        assert client.inspect(name).holder is None

@@ -287,6 +287,33 @@ static void connect_timeout(void) {
     close(fd);
 }
 
+/* The wait order reaches the backend: SQLite's waiters race, so arrival order is refused there and nothing is left
+ * held; Redis serves both orders; a zeroed field keeps the backend's default everywhere. */
+static void fair_option(const char *url) {
+    fencelock_client *c = NULL;
+    CHECK_STATUS(fencelock_client_connect(url, &c), FENCELOCK_OK);
+    if (!c) return;
+    fencelock_lease *l = NULL;
+    fencelock_lock_options o = fencelock_lock_options_default();
+    o.timeout_ms = 2000;
+    o.fair = 1;
+    if (strncmp(url, "sqlite:", 7) == 0) {
+        CHECK_STATUS(fencelock_lock(c, "fair", &o, &l), FENCELOCK_UNSUPPORTED);
+        CHECK_ERROR_MENTIONS("arrival order");
+        CHECK_STATUS(fencelock_try_lock(c, "fair", &o, &l), FENCELOCK_UNSUPPORTED);
+        CHECK(l == NULL);
+    } else if (strncmp(url, "redis://", 8) == 0) {
+        CHECK_STATUS(fencelock_lock(c, "fair", &o, &l), FENCELOCK_OK);
+        CHECK_STATUS(fencelock_lease_release(l), FENCELOCK_OK);
+        fencelock_lease_free(l);
+    }
+    o.fair = 0;
+    CHECK_STATUS(fencelock_lock(c, "fair", &o, &l), FENCELOCK_OK);
+    CHECK_STATUS(fencelock_lease_release(l), FENCELOCK_OK);
+    fencelock_lease_free(l);
+    fencelock_client_free(c);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s URL\n", argv[0]);
@@ -295,6 +322,7 @@ int main(int argc, char **argv) {
     exclusion_timeout_and_tokens(argv[1]);
     lost_callback(argv[1]);
     bad_inputs(argv[1]);
+    fair_option(argv[1]);
     secrets();
     unreachable();
     connect_timeout();

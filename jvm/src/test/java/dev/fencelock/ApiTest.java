@@ -34,6 +34,26 @@ class ApiTest {
     private static final LockOptions SHORT = LockOptions.defaults().withTtl(Duration.ofSeconds(10));
 
     @Test
+    void fairReachesTheBackend() throws Exception {
+        String name = Services.unique("fair");
+        try (FencelockClient client = FencelockClient.connect(Services.sqlite(tmp))) {
+            // SQLite's waiters race: arrival order is refused on every path that takes options.
+            LockOptions fair = SHORT.withFair(true);
+            assertEquals(ErrorKind.UNSUPPORTED, assertThrows(LockException.class, () -> client.lock(name, fair)).kind());
+            assertEquals(ErrorKind.UNSUPPORTED,
+                    assertThrows(LockException.class, () -> client.tryLock(name, fair)).kind());
+            ExecutionException async = assertThrows(ExecutionException.class,
+                    () -> client.lockAsync(name, fair).get(10, TimeUnit.SECONDS));
+            assertEquals(ErrorKind.UNSUPPORTED, ((LockException) async.getCause()).kind());
+            try (Lease lease = client.lock(name, SHORT.withFair(false))) {
+                assertTrue(lease.isValid());
+            }
+            assertFalse(client.inspect(name).held());
+            assertEquals(null, LockOptions.defaults().fair());
+        }
+    }
+
+    @Test
     void tryWithResourcesReleasesAndTokensRise() {
         String name = Services.unique("twr");
         try (FencelockClient client = FencelockClient.connect(Services.sqlite(tmp))) {
