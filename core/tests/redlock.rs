@@ -571,6 +571,24 @@ async fn a_stopped_instance_is_marked_down_and_rejoins_when_resumed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_retried_across_a_hang_is_not_refused_by_its_own_deletes() {
+    let Some(instances) = Instances::start(3).await else { return };
+    let client = Client::connect(&instances.url()).await.unwrap();
+    let lease = client.lock("r", &opts(5_000).watchdog(false)).await.unwrap();
+    // Hung: the first release times out on two instances (they run it on SIGCONT), the lease retries it while
+    // they are down (their deletes kept for their return), and after SIGCONT every instance says "not ours".
+    instances.signal(1, "STOP");
+    instances.signal(2, "STOP");
+    let release = tokio::spawn(async move { lease.release().await });
+    // The length of the fault, not a synchronisation: long enough for several retries.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    instances.signal(1, "CONT");
+    instances.signal(2, "CONT");
+    release.await.unwrap().expect("the deletes were this lease's own");
+    instances.assert_no_records().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_rise_across_restarts_without_persistence() {
     let Some(mut instances) = Instances::start(3).await else { return };
     let url = instances.url();

@@ -33,6 +33,9 @@
 //! - **Renew.** The lease is valid while a majority's records live; a late extension lengthens a minority's record,
 //!   which gives no one else a majority and is deleted by the release.
 //! - **Release.** Once a majority deleted our record no majority holds it; the rest are deleted in the background.
+//!   A release that ends `Unavailable` is retried by the lease; the instances that deleted the record the first time,
+//!   or kept the delete for their return, then say "not ours", and the retry counts that as theirs done (it is this
+//!   lease's own delete), where a plain count would report `NotHeld` for a lease that was never lost.
 //! - **Fenced write and read.** A write accepted by a majority is seen by every later read of a majority, since any
 //!   two majorities share an instance; a write still under way to a minority is like a failed write (below).
 //!
@@ -54,8 +57,9 @@ mod config;
 mod instance;
 mod round;
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -112,7 +116,13 @@ pub(crate) struct RedlockBackend {
     quorum: Quorum,
     raise: Script,
     url: String,
+    /// Per (name, holder) whose release ended `Unavailable`: the instances that deleted the record then, or kept the
+    /// delete for their return. The lease retries such a release, and those instances then truly say "not ours".
+    releasing: Mutex<HashMap<(String, String), Vec<bool>>>,
 }
+
+/// Releases remembered for a retry, at most; past it they are forgotten (a retry then may report `NotHeld`).
+const MAX_RELEASING: usize = 10_000;
 
 /// A definite no from an instance: the record is not ours, or the token is stale.
 fn refuses(e: &Error) -> bool {
@@ -138,6 +148,7 @@ impl RedlockBackend {
                 .collect(),
             raise: Script::new(RAISE_COUNTER),
             url: redact(url),
+            releasing: Mutex::default(),
         };
         backend.await_majority(opts.connect_timeout).await?;
         Ok(backend)
@@ -338,6 +349,9 @@ impl Backend for RedlockBackend {
     }
 
     async fn release(&self, grant: &Grant) -> Result<()> {
+        let key = (grant.name.clone(), grant.holder.clone());
+        let releasing = || self.releasing.lock().unwrap_or_else(|p| p.into_inner());
+        let earlier = releasing().remove(&key).unwrap_or_else(|| vec![false; self.instances.len()]);
         let requests = self
             .instances
             .iter()
@@ -349,8 +363,35 @@ impl Backend for RedlockBackend {
                 })
             })
             .collect();
-        let answers = gather(requests, |a| self.quorum.majority_decided(Count::of(a, is_refusal))).await;
-        self.majority("released", answers, |_| not_held(grant, &self.url))
+        // Our own earlier delete is no refusal.
+        let ours = |answers: &mut Answers<()>| {
+            for (answer, before) in answers.iter_mut().zip(&earlier) {
+                if *before && matches!(answer, Some(Err(e)) if e.kind() == ErrorKind::NotHeld) {
+                    *answer = Some(Ok(()));
+                }
+            }
+        };
+        let mut answers = gather(requests, |a| {
+            let mut a = a.clone();
+            ours(&mut a);
+            self.quorum.majority_decided(Count::of(&a, is_refusal))
+        })
+        .await;
+        ours(&mut answers);
+        let deleted: Vec<bool> = answers
+            .iter()
+            .zip(&earlier)
+            .map(|(a, before)| *before || matches!(a, Some(Ok(()))) || matches!(a, Some(Err(e)) if instance::kept(e)))
+            .collect();
+        let result = self.majority("released", answers, |_| not_held(grant, &self.url));
+        if result.as_ref().is_err_and(|e| e.kind() == ErrorKind::Unavailable) {
+            let mut releasing = releasing();
+            if releasing.len() >= MAX_RELEASING {
+                releasing.clear();
+            }
+            releasing.insert(key, deleted);
+        }
+        result
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {

@@ -36,6 +36,14 @@ const PROBE_LONGEST: Duration = Duration::from_secs(1);
 /// Clean-ups kept for a down instance; later ones are dropped, and their records expire by their TTL.
 const MAX_DEFERRED: usize = 10_000;
 
+/// The end of the error of a clean-up kept for a down instance's return.
+const KEPT: &str = "(down; the clean-up runs when it answers again)";
+
+/// Whether a clean-up failed only because it was kept for the instance's return.
+pub(super) fn kept(e: &Error) -> bool {
+    e.message().ends_with(KEPT)
+}
+
 /// A connection attempt that any number of requests can await.
 type Dial = Shared<BoxFuture<'static, Result<Arc<RedisBackend>>>>;
 
@@ -147,7 +155,14 @@ impl Instance {
         self.0.chains.run(record, async move {
             let conn = match state.usable().await {
                 Ok(conn) => conn,
-                Err(e) => return Err(state.defer(op).unwrap_or(e)),
+                Err(e) => match state.defer(op.clone()) {
+                    Some(kept) => return Err(kept),
+                    // Back meanwhile: run it now.
+                    None => match state.usable().await {
+                        Ok(conn) => conn,
+                        Err(_) => return Err(e),
+                    },
+                },
             };
             state.run(&conn, op(conn.clone())).await
         })
@@ -208,7 +223,7 @@ impl State {
             return None;
         }
         deferred.push_back(op);
-        Some(Error::unavailable(format!("{} (down since; the clean-up runs when it answers again)", why.message())))
+        Some(Error::unavailable(format!("{} {KEPT}", why.message())))
     }
 
     /// The end of the first dial.
