@@ -59,6 +59,7 @@ mod round;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -281,23 +282,34 @@ impl RedlockBackend {
     }
 
     /// Deletes `req.holder`'s record on the instances `where_` says may have one, each after the requests on it
-    /// there and a down one when it is back; the deletes go on in the background.
-    fn delete_records(&self, req: &AcquireRequest, where_: &[bool]) -> Vec<JoinHandle<Result<()>>> {
-        let instances = self.instances.iter().zip(where_).filter(|(_, may)| **may);
-        instances
-            .map(|(instance, _)| {
-                let mine = req.clone();
-                instance.cleanup(&req.name, move |b| {
-                    let mine = mine.clone();
-                    async move { b.abandon(&mine).await }
-                })
-            })
-            .collect()
+    /// there and a down one when it is back; the deletes go on in the background. With `sent`, an instance whose
+    /// vote turns out never to have been sent is not asked.
+    fn delete_records(
+        &self,
+        req: &AcquireRequest,
+        where_: &[bool],
+        sent: Option<&[Arc<AtomicBool>]>,
+    ) -> Vec<JoinHandle<Result<()>>> {
+        let mut deletes = Vec::new();
+        for (i, instance) in self.instances.iter().enumerate().filter(|(i, _)| where_[*i]) {
+            let (mine, sent) = (req.clone(), sent.map(|s| s[i].clone()));
+            deletes.push(instance.cleanup(&req.name, move |b| {
+                let (mine, sent) = (mine.clone(), sent.clone());
+                async move {
+                    // Runs after the vote (the chain), so by now `sent` is final.
+                    if sent.is_some_and(|s| !s.load(Ordering::SeqCst)) {
+                        return Ok(());
+                    }
+                    b.abandon(&mine).await
+                }
+            }));
+        }
+        deletes
     }
 
     /// Deletes `req.holder`'s record everywhere (an attempt in doubt); done once a majority answered.
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
-        let requests = self.delete_records(req, &vec![true; self.instances.len()]);
+        let requests = self.delete_records(req, &vec![true; self.instances.len()], None);
         let answers = gather(requests, |a| self.quorum.read_decided(Count::of(a, |_| false))).await;
         self.majority_answers("answered", answers).map(drop)
     }

@@ -44,6 +44,14 @@ pub(super) fn kept(e: &Error) -> bool {
     e.message().ends_with(KEPT)
 }
 
+/// The end of the error of a request that was not sent because earlier ones on its record took too long.
+const NOT_SENT: &str = "(not sent: earlier requests on this lock are still under way)";
+
+/// Whether a request failed without being sent.
+pub(super) fn not_sent(e: &Error) -> bool {
+    e.message().ends_with(NOT_SENT)
+}
+
 /// A connection attempt that any number of requests can await.
 type Dial = Shared<BoxFuture<'static, Result<Arc<RedisBackend>>>>;
 
@@ -138,8 +146,10 @@ impl Instance {
             let conn = state.usable().await?;
             state.run(&conn, op(conn.clone())).await
         };
+        let (shown, timeout) = (self.0.shown.clone(), self.0.timeout);
+        let given_up = move || Err(Error::unavailable(format!("{shown}: no turn within {timeout:?} {NOT_SENT}")));
         match record {
-            Some(record) => self.0.chains.run(record, work),
+            Some(record) => self.0.chains.run(record, Some(timeout), given_up, work),
             None => tokio::spawn(work),
         }
     }
@@ -152,7 +162,9 @@ impl Instance {
     {
         let state = self.0.clone();
         let op: Cleanup = Arc::new(move |b| op(b).boxed());
-        self.0.chains.run(record, async move {
+        // Without patience a clean-up waits for its turn however long that takes; this is never called.
+        let never = || Err(Error::internal("a clean-up gave up its turn"));
+        self.0.chains.run(record, None, never, async move {
             let conn = match state.usable().await {
                 Ok(conn) => conn,
                 Err(e) => match state.defer(op.clone()) {
