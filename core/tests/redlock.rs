@@ -6,7 +6,7 @@ mod support;
 
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fencelock::{Client, ErrorKind, Lease, LockOptions};
@@ -304,6 +304,14 @@ async fn delayed(port: u16, delay: Duration) -> u16 {
 /// A loopback proxy to `port` that holds every reply for `delay` and counts the requests that name `needle`
 /// (each chunk the client sends that contains it once, which is one request at the rates of these tests).
 async fn relay(port: u16, delay: Duration, needle: &'static str) -> (u16, Arc<AtomicUsize>) {
+    let (proxy, seen, _) = relay_with_delay(port, delay, needle).await;
+    (proxy, seen)
+}
+
+/// [`relay`] whose reply delay, in ms, can be changed through the third value.
+async fn relay_with_delay(port: u16, delay: Duration, needle: &'static str) -> (u16, Arc<AtomicUsize>, Arc<AtomicU64>) {
+    let delay_ms = Arc::new(AtomicU64::new(delay.as_millis() as u64));
+    let shared_delay = delay_ms.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = listener.local_addr().unwrap().port();
     let seen = Arc::new(AtomicUsize::new(0));
@@ -314,6 +322,7 @@ async fn relay(port: u16, delay: Duration, needle: &'static str) -> (u16, Arc<At
             let ((mut from_client, mut to_client), (mut from_server, mut to_server)) =
                 (client.into_split(), server.into_split());
             let counter = counter.clone();
+            let delay = shared_delay.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0; 64 * 1024];
                 while let Ok(n @ 1..) = from_client.read(&mut buf).await {
@@ -329,7 +338,7 @@ async fn relay(port: u16, delay: Duration, needle: &'static str) -> (u16, Arc<At
             tokio::spawn(async move {
                 let mut buf = vec![0; 64 * 1024];
                 while let Ok(n @ 1..) = from_server.read(&mut buf).await {
-                    tokio::time::sleep(delay).await;
+                    tokio::time::sleep(Duration::from_millis(delay.load(Ordering::SeqCst))).await;
                     if to_client.write_all(&buf[..n]).await.is_err() {
                         break;
                     }
@@ -337,7 +346,7 @@ async fn relay(port: u16, delay: Duration, needle: &'static str) -> (u16, Arc<At
             });
         }
     });
-    (proxy, seen)
+    (proxy, seen, delay_ms)
 }
 
 /// The median time of `try_lock` on a free lock.
@@ -567,6 +576,58 @@ async fn a_stopped_instance_is_marked_down_and_rejoins_when_resumed() {
     }
     assert!(requests.load(Ordering::SeqCst) > asked);
     // The acquires queued in its socket while it was stopped ran on SIGCONT; the deletes kept for it undid them.
+    instances.assert_no_records().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_retried_across_a_hang_is_not_refused_by_its_own_deletes() {
+    let Some(instances) = Instances::start(3).await else { return };
+    let client = Client::connect(&instances.url()).await.unwrap();
+    let lease = client.lock("r", &opts(5_000).watchdog(false)).await.unwrap();
+    // Hung: the first release times out on two instances (they run it on SIGCONT), the lease retries it while
+    // they are down (their deletes kept for their return), and after SIGCONT every instance says "not ours".
+    instances.signal(1, "STOP");
+    instances.signal(2, "STOP");
+    let release = tokio::spawn(async move { lease.release().await });
+    // The length of the fault, not a synchronisation: long enough for several retries.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    instances.signal(1, "CONT");
+    instances.signal(2, "CONT");
+    release.await.unwrap().expect("the deletes were this lease's own");
+    instances.assert_no_records().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_instance_gathers_no_backlog_of_votes() {
+    let Some(instances) = Instances::start(3).await else { return };
+    let (slow, requests, delay_ms) = relay_with_delay(instances.ports[2], Duration::ZERO, "backlog-lock").await;
+    let url = format!(
+        "redlock://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{slow}?instance_timeout_ms=150",
+        instances.ports[0], instances.ports[1]
+    );
+    let client = Client::connect(&url).await.unwrap();
+    // Connected to all three (a round on a free lock that every instance granted), instance 2 then answers after
+    // 80 ms, within its 150 ms timeout, and another holds instances 0 and 1.
+    let lease = client.try_lock("backlog-lock", &opts(30_000)).await.unwrap().expect("free");
+    let slow_port = instances.ports[2];
+    eventually(CATCH_UP, "all three grant", || holds(slow_port, "backlog-lock", lease.holder())).await;
+    lease.release().await.unwrap();
+    eventually(CATCH_UP, "all three release", || async { keys(slow_port, "backlog-lock").await.is_empty() }).await;
+    let before = requests.load(Ordering::SeqCst);
+    delay_ms.store(80, Ordering::SeqCst);
+    plant(instances.ports[0], "backlog-lock", 30_000).await;
+    plant(instances.ports[1], "backlog-lock", 30_000).await;
+    // Each vote is decided by the fast two; the slow one's vote and clean-up queue behind each other.
+    for _ in 0..20 {
+        assert!(client.try_lock("backlog-lock", &opts(30_000)).await.unwrap().is_none());
+    }
+    client.close().await; // waits for every request in flight
+    let sent = requests.load(Ordering::SeqCst) - before;
+    println!("requests sent to the slow instance for 20 votes: {sent}");
+    // Sending them all would be 20 votes and 20 clean-ups, 3.2 s of the slow instance's time.
+    assert!(sent <= 10, "{sent} requests reached the slow instance");
+    del(instances.ports[0], "backlog-lock").await;
+    del(instances.ports[1], "backlog-lock").await;
     instances.assert_no_records().await;
 }
 

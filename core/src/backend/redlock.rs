@@ -33,6 +33,9 @@
 //! - **Renew.** The lease is valid while a majority's records live; a late extension lengthens a minority's record,
 //!   which gives no one else a majority and is deleted by the release.
 //! - **Release.** Once a majority deleted our record no majority holds it; the rest are deleted in the background.
+//!   A release that ends `Unavailable` is retried by the lease; the instances that deleted the record the first time,
+//!   or kept the delete for their return, then say "not ours", and the retry counts that as theirs done (it is this
+//!   lease's own delete), where a plain count would report `NotHeld` for a lease that was never lost.
 //! - **Fenced write and read.** A write accepted by a majority is seen by every later read of a majority, since any
 //!   two majorities share an instance; a write still under way to a minority is like a failed write (below).
 //!
@@ -54,8 +57,10 @@ mod config;
 mod instance;
 mod round;
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -112,7 +117,13 @@ pub(crate) struct RedlockBackend {
     quorum: Quorum,
     raise: Script,
     url: String,
+    /// Per (name, holder) whose release ended `Unavailable`: the instances that deleted the record then, or kept the
+    /// delete for their return. The lease retries such a release, and those instances then truly say "not ours".
+    releasing: Mutex<HashMap<(String, String), Vec<bool>>>,
 }
+
+/// Releases remembered for a retry, at most; past it they are forgotten (a retry then may report `NotHeld`).
+const MAX_RELEASING: usize = 10_000;
 
 /// A definite no from an instance: the record is not ours, or the token is stale.
 fn refuses(e: &Error) -> bool {
@@ -138,6 +149,7 @@ impl RedlockBackend {
                 .collect(),
             raise: Script::new(RAISE_COUNTER),
             url: redact(url),
+            releasing: Mutex::default(),
         };
         backend.await_majority(opts.connect_timeout).await?;
         Ok(backend)
@@ -270,23 +282,34 @@ impl RedlockBackend {
     }
 
     /// Deletes `req.holder`'s record on the instances `where_` says may have one, each after the requests on it
-    /// there and a down one when it is back; the deletes go on in the background.
-    fn delete_records(&self, req: &AcquireRequest, where_: &[bool]) -> Vec<JoinHandle<Result<()>>> {
-        let instances = self.instances.iter().zip(where_).filter(|(_, may)| **may);
-        instances
-            .map(|(instance, _)| {
-                let mine = req.clone();
-                instance.cleanup(&req.name, move |b| {
-                    let mine = mine.clone();
-                    async move { b.abandon(&mine).await }
-                })
-            })
-            .collect()
+    /// there and a down one when it is back; the deletes go on in the background. With `sent`, an instance whose
+    /// vote turns out never to have been sent is not asked.
+    fn delete_records(
+        &self,
+        req: &AcquireRequest,
+        where_: &[bool],
+        sent: Option<&[Arc<AtomicBool>]>,
+    ) -> Vec<JoinHandle<Result<()>>> {
+        let mut deletes = Vec::new();
+        for (i, instance) in self.instances.iter().enumerate().filter(|(i, _)| where_[*i]) {
+            let (mine, sent) = (req.clone(), sent.map(|s| s[i].clone()));
+            deletes.push(instance.cleanup(&req.name, move |b| {
+                let (mine, sent) = (mine.clone(), sent.clone());
+                async move {
+                    // Runs after the vote (the chain), so by now `sent` is final.
+                    if sent.is_some_and(|s| !s.load(Ordering::SeqCst)) {
+                        return Ok(());
+                    }
+                    b.abandon(&mine).await
+                }
+            }));
+        }
+        deletes
     }
 
     /// Deletes `req.holder`'s record everywhere (an attempt in doubt); done once a majority answered.
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
-        let requests = self.delete_records(req, &vec![true; self.instances.len()]);
+        let requests = self.delete_records(req, &vec![true; self.instances.len()], None);
         let answers = gather(requests, |a| self.quorum.read_decided(Count::of(a, |_| false))).await;
         self.majority_answers("answered", answers).map(drop)
     }
@@ -338,6 +361,9 @@ impl Backend for RedlockBackend {
     }
 
     async fn release(&self, grant: &Grant) -> Result<()> {
+        let key = (grant.name.clone(), grant.holder.clone());
+        let releasing = || self.releasing.lock().unwrap_or_else(|p| p.into_inner());
+        let earlier = releasing().remove(&key).unwrap_or_else(|| vec![false; self.instances.len()]);
         let requests = self
             .instances
             .iter()
@@ -349,8 +375,35 @@ impl Backend for RedlockBackend {
                 })
             })
             .collect();
-        let answers = gather(requests, |a| self.quorum.majority_decided(Count::of(a, is_refusal))).await;
-        self.majority("released", answers, |_| not_held(grant, &self.url))
+        // Our own earlier delete is no refusal.
+        let ours = |answers: &mut Answers<()>| {
+            for (answer, before) in answers.iter_mut().zip(&earlier) {
+                if *before && matches!(answer, Some(Err(e)) if e.kind() == ErrorKind::NotHeld) {
+                    *answer = Some(Ok(()));
+                }
+            }
+        };
+        let mut answers = gather(requests, |a| {
+            let mut a = a.clone();
+            ours(&mut a);
+            self.quorum.majority_decided(Count::of(&a, is_refusal))
+        })
+        .await;
+        ours(&mut answers);
+        let deleted: Vec<bool> = answers
+            .iter()
+            .zip(&earlier)
+            .map(|(a, before)| *before || matches!(a, Some(Ok(()))) || matches!(a, Some(Err(e)) if instance::kept(e)))
+            .collect();
+        let result = self.majority("released", answers, |_| not_held(grant, &self.url));
+        if result.as_ref().is_err_and(|e| e.kind() == ErrorKind::Unavailable) {
+            let mut releasing = releasing();
+            if releasing.len() >= MAX_RELEASING {
+                releasing.clear();
+            }
+            releasing.insert(key, deleted);
+        }
+        result
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {

@@ -1,14 +1,15 @@
 //! One Redlock acquire: a vote of every instance, the count, and the wait for release messages between votes.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use super::RedlockBackend;
 use super::round::{Answers, Count, gather};
+use super::{RedlockBackend, instance};
 use crate::backend::record::Records;
 use crate::backend::redis::{PubSub, RedisBackend};
 use crate::backend::waiters::Subscription;
@@ -40,6 +41,8 @@ struct Votes {
     maybe_ours: Vec<bool>,
     /// Instances whose vote was still out.
     pending: usize,
+    /// Per instance: whether the vote was sent (so far).
+    sent: Vec<Arc<AtomicBool>>,
 }
 
 impl RedlockAttempt {
@@ -59,20 +62,29 @@ impl RedlockAttempt {
     /// Asks every instance at once for the record, until the outcome is decided, noting where another holder's
     /// record was seen.
     async fn vote(&mut self) -> Votes {
+        let mut votes_sent = Vec::new();
         // Remember which release messages were seen already, so `wait` returns at once for one that lands meanwhile.
         for sub in self.subscriptions.iter_mut().flatten() {
             sub.mark();
         }
-        let req = self.req.clone();
-        let take = move |b: Arc<RedisBackend>| async move { b.take(&req, &mut None).await };
-        let requests = self.backend.instances.iter().map(|i| i.call(Some(&self.req.name), take.clone())).collect();
+        let mut requests = Vec::new();
+        for instance in &self.backend.instances {
+            // Set when the request is sent: a vote given up before its turn left nothing to clean up.
+            let (req, sent) = (self.req.clone(), Arc::new(AtomicBool::new(false)));
+            votes_sent.push(sent.clone());
+            let take = move |b: Arc<RedisBackend>| {
+                sent.store(true, Ordering::SeqCst);
+                async move { b.take(&req, &mut None).await }
+            };
+            requests.push(instance.call(Some(&self.req.name), take));
+        }
         let quorum = self.backend.quorum;
         let answers: Answers<Attempt> = gather(requests, |a| quorum.vote_decided(Count::of(a, is_busy))).await;
-        let mut votes = Votes::default();
+        let mut votes = Votes { sent: votes_sent, ..Votes::default() };
         for (answer, elsewhere) in answers.into_iter().zip(self.held_elsewhere.iter_mut()) {
-            // A busy reply is the acquire script's own answer: it took nothing.
+            // A busy reply is the acquire script's own answer: it took nothing; nor did a request never sent.
             *elsewhere = matches!(answer, Some(Ok(Attempt::Busy(_))));
-            votes.maybe_ours.push(!*elsewhere);
+            votes.maybe_ours.push(!*elsewhere && !matches!(&answer, Some(Err(e)) if instance::not_sent(e)));
             match answer {
                 Some(Ok(Attempt::Acquired(grant))) => votes.tokens.push(grant.token),
                 Some(Ok(Attempt::Busy(busy))) => votes.holder_ttls.push(busy.holder_ttl),
@@ -91,11 +103,11 @@ impl RedlockAttempt {
             // Late grants stay: they are ours, renewed and released with the rest (module docs).
             let sealed = backend.seal(req, &votes.tokens, started).await;
             if sealed.is_err() {
-                backend.delete_records(req, &votes.maybe_ours);
+                backend.delete_records(req, &votes.maybe_ours, Some(&votes.sent));
             }
             return sealed.map(Attempt::Acquired);
         }
-        backend.delete_records(req, &votes.maybe_ours);
+        backend.delete_records(req, &votes.maybe_ours, Some(&votes.sent));
         let answered = votes.tokens.len() + votes.holder_ttls.len();
         if answered < backend.quorum.majority {
             let count = Count {

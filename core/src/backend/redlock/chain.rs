@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::sync::oneshot;
@@ -29,10 +30,14 @@ impl Chains {
     }
 
     /// Runs `work` as a task of its own once every earlier request on `record` has finished. The task goes on if
-    /// the handle is dropped: that is how a slow instance finishes in the background.
+    /// the handle is dropped: that is how a slow instance finishes in the background. With `patience`, a request
+    /// whose turn has not come within it is not sent, and answers `given_up()` at once; the requests after it still
+    /// wait for the ones before it, so the order holds.
     pub(super) fn run<T: Send + 'static>(
         self: &Arc<Self>,
         record: &str,
+        patience: Option<Duration>,
+        given_up: impl FnOnce() -> T + Send + 'static,
         work: impl Future<Output = T> + Send + 'static,
     ) -> JoinHandle<T> {
         let (finished, on_finish) = oneshot::channel::<()>();
@@ -44,16 +49,30 @@ impl Chains {
         let id = self.issued.fetch_add(1, Ordering::Relaxed);
         let before = self.tails().insert(record.to_string(), (id, tail)).map(|(_, t)| t);
         let (chains, record) = (self.clone(), record.to_string());
-        tokio::spawn(async move {
-            if let Some(before) = before {
-                before.await;
-            }
-            let out = work.await;
+        let done = move || {
             drop(finished);
             let mut tails = chains.tails();
             if tails.get(&record).is_some_and(|(last, _)| *last == id) {
                 tails.remove(&record);
             }
+        };
+        tokio::spawn(async move {
+            if let Some(before) = before {
+                match patience {
+                    Some(patience) => {
+                        if tokio::time::timeout(patience, before.clone()).await.is_err() {
+                            tokio::spawn(async move {
+                                before.await;
+                                done();
+                            });
+                            return given_up();
+                        }
+                    }
+                    None => before.await,
+                }
+            }
+            let out = work.await;
+            done();
             out
         })
     }

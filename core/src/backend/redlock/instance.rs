@@ -36,6 +36,22 @@ const PROBE_LONGEST: Duration = Duration::from_secs(1);
 /// Clean-ups kept for a down instance; later ones are dropped, and their records expire by their TTL.
 const MAX_DEFERRED: usize = 10_000;
 
+/// The end of the error of a clean-up kept for a down instance's return.
+const KEPT: &str = "(down; the clean-up runs when it answers again)";
+
+/// Whether a clean-up failed only because it was kept for the instance's return.
+pub(super) fn kept(e: &Error) -> bool {
+    e.message().ends_with(KEPT)
+}
+
+/// The end of the error of a request that was not sent because earlier ones on its record took too long.
+const NOT_SENT: &str = "(not sent: earlier requests on this lock are still under way)";
+
+/// Whether a request failed without being sent.
+pub(super) fn not_sent(e: &Error) -> bool {
+    e.message().ends_with(NOT_SENT)
+}
+
 /// A connection attempt that any number of requests can await.
 type Dial = Shared<BoxFuture<'static, Result<Arc<RedisBackend>>>>;
 
@@ -130,8 +146,10 @@ impl Instance {
             let conn = state.usable().await?;
             state.run(&conn, op(conn.clone())).await
         };
+        let (shown, timeout) = (self.0.shown.clone(), self.0.timeout);
+        let given_up = move || Err(Error::unavailable(format!("{shown}: no turn within {timeout:?} {NOT_SENT}")));
         match record {
-            Some(record) => self.0.chains.run(record, work),
+            Some(record) => self.0.chains.run(record, Some(timeout), given_up, work),
             None => tokio::spawn(work),
         }
     }
@@ -144,10 +162,19 @@ impl Instance {
     {
         let state = self.0.clone();
         let op: Cleanup = Arc::new(move |b| op(b).boxed());
-        self.0.chains.run(record, async move {
+        // Without patience a clean-up waits for its turn however long that takes; this is never called.
+        let never = || Err(Error::internal("a clean-up gave up its turn"));
+        self.0.chains.run(record, None, never, async move {
             let conn = match state.usable().await {
                 Ok(conn) => conn,
-                Err(e) => return Err(state.defer(op).unwrap_or(e)),
+                Err(e) => match state.defer(op.clone()) {
+                    Some(kept) => return Err(kept),
+                    // Back meanwhile: run it now.
+                    None => match state.usable().await {
+                        Ok(conn) => conn,
+                        Err(_) => return Err(e),
+                    },
+                },
             };
             state.run(&conn, op(conn.clone())).await
         })
@@ -208,7 +235,7 @@ impl State {
             return None;
         }
         deferred.push_back(op);
-        Some(Error::unavailable(format!("{} (down since; the clean-up runs when it answers again)", why.message())))
+        Some(Error::unavailable(format!("{} {KEPT}", why.message())))
     }
 
     /// The end of the first dial.
