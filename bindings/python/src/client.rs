@@ -131,6 +131,7 @@ impl PyClient {
     }
 
     /// Takes `name`, waiting up to `timeout` seconds (`None`: forever).
+    #[allow(clippy::too_many_arguments)] // one per keyword of the Python method
     fn lock(
         &self,
         py: Python<'_>,
@@ -147,6 +148,7 @@ impl PyClient {
     }
 
     /// `lock` as an awaitable.
+    #[allow(clippy::too_many_arguments)] // one per keyword of the Python method
     fn lock_async<'py>(
         &self,
         py: Python<'py>,
