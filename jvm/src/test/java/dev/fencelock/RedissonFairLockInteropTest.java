@@ -12,11 +12,9 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
-import org.redisson.Redisson;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
-import org.redisson.config.Config;
 
 /**
  * fencelock's fair Redis queue and Redisson's RFairLock on the same name share one FIFO queue (list
@@ -35,24 +33,14 @@ class RedissonFairLockInteropTest {
 
     @BeforeAll
     static void connect() {
-        Config config = new Config();
-        config.useSingleServer().setAddress(Services.redis()).setConnectionMinimumIdleSize(1).setConnectionPoolSize(4)
-                .setSubscriptionConnectionMinimumIdleSize(1);
-        redisson = Redisson.create(config);
+        redisson = Redissons.single();
         first = FencelockClient.connect(Services.redis() + "?fair=true");
         second = FencelockClient.connect(Services.redis() + "?fair=true");
     }
 
     @AfterAll
     static void close() {
-        for (FencelockClient c : new FencelockClient[] {first, second}) {
-            if (c != null) {
-                c.close();
-            }
-        }
-        if (redisson != null) {
-            redisson.shutdown();
-        }
+        Redissons.close(redisson, first, second);
     }
 
     private static java.util.List<String> queue(String name) {

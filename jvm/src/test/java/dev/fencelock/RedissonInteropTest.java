@@ -15,11 +15,9 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
-import org.redisson.Redisson;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
-import org.redisson.config.Config;
 
 /**
  * A fencelock Redis lock and Redisson's RLock / RFencedLock on the same name, against the real Redisson from Maven
@@ -36,27 +34,17 @@ class RedissonInteropTest {
 
     @BeforeAll
     static void connect() {
-        Config config = new Config();
-        config.useSingleServer().setAddress(Services.redis()).setConnectionMinimumIdleSize(1).setConnectionPoolSize(4)
-                .setSubscriptionConnectionMinimumIdleSize(1);
-        redisson = Redisson.create(config);
+        redisson = Redissons.single();
         fencelock = FencelockClient.connect(Services.redis());
     }
 
     @AfterAll
     static void close() {
-        if (fencelock != null) {
-            fencelock.close();
-        }
-        if (redisson != null) {
-            redisson.shutdown();
-        }
+        Redissons.close(redisson, fencelock);
     }
 
-    /** Waits (bounded) until someone subscribes to the lock's channel, i.e. a waiter is parked on pub/sub. */
     private static void awaitWaiterOn(String name) throws InterruptedException {
-        String channel = "redisson_lock__channel:{" + name + "}";
-        ApiTest.awaitTrue(() -> redisson.getTopic(channel).countSubscribers() > 0, "a waiter subscribes to " + channel);
+        Redissons.awaitWaiterOn(redisson, name);
     }
 
     @Test

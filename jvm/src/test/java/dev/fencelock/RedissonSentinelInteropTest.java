@@ -48,17 +48,11 @@ class RedissonSentinelInteropTest {
 
     @AfterAll
     static void close() {
-        if (fencelock != null) {
-            fencelock.close();
-        }
-        if (redisson != null) {
-            redisson.shutdown();
-        }
+        Redissons.close(redisson, fencelock);
     }
 
     private static void awaitWaiterOn(String name) throws InterruptedException {
-        String channel = "redisson_lock__channel:{" + name + "}";
-        ApiTest.awaitTrue(() -> redisson.getTopic(channel).countSubscribers() > 0, "a waiter subscribes to " + channel);
+        Redissons.awaitWaiterOn(redisson, name);
     }
 
     @Test
