@@ -534,12 +534,14 @@ async fn a_stopped_instance_is_marked_down_and_rejoins_when_resumed() {
         }
         assert!(Instant::now() < until, "instance 1 is still asked {limit:?} after SIGSTOP");
     }
-    // From then on it is not asked at all, and locks work on the other two.
+    // From then on it is not asked, and locks work on the other two. One request of the cycles before may still
+    // be on its way (queued behind the hung one when the instance was marked down); 20 more cycles add none.
     let asked = requests.load(Ordering::SeqCst);
     for _ in 0..20 {
         cycle().await;
     }
-    assert_eq!(requests.load(Ordering::SeqCst), asked, "a down instance was asked again");
+    let more = requests.load(Ordering::SeqCst) - asked;
+    assert!(more <= 1, "a down instance was asked {more} more times in 20 cycles");
 
     // Its vote is needed when another holds instance 0: a down instance answers at once, not after its timeout.
     plant(instances.ports[0], "busy-lock", 30_000).await;

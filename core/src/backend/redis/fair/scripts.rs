@@ -66,6 +66,8 @@ end
     )
 }
 
+/// Drops head entries of this client's other owners first: the local queue lets one call per client and name reach
+/// the server at a time, so any such entry is a call that ended and whose leave is still on its way.
 /// Takes the lock if it is ours (a grant whose reply was lost), or free with nobody queued ahead; else, when
 /// ARGV[3] is not 0, queues the caller once (refreshing its deadline to now + ARGV[3] ms). The token is drawn as in
 /// the free-for-all's script ([`NEXT_TOKEN`]). KEYS: lock, token counter, queue, Redisson's timeouts, our deadlines.
@@ -75,6 +77,19 @@ end
 pub(super) fn acquire() -> String {
     format!(
         r"{PRUNE}
+local me = string.match(ARGV[2], '^[^:]*:') or ARGV[2]
+while head and head ~= ARGV[2] and string.sub(head, 1, #me) == me do
+  redis.call('lpop', KEYS[3])
+  drop(head)
+  head = redis.call('lindex', KEYS[3], 0)
+  while head do
+    local d = due(head)
+    if d and d > clock() then break end
+    redis.call('lpop', KEYS[3])
+    drop(head)
+    head = redis.call('lindex', KEYS[3], 0)
+  end
+end
 local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1
 if mine or (redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2])) then
   if head then
