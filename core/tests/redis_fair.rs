@@ -217,6 +217,29 @@ async fn a_dead_waiter_blocks_the_queue_only_until_its_server_clock_deadline() {
 }
 
 #[tokio::test]
+async fn an_entry_left_by_this_client_s_ended_call_does_not_hold_up_its_next_call() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("fair-own");
+    let client = Client::connect(&url).await.unwrap();
+    // What a timed-out lock of another owner leaves while its leave is on the way: our client's entry, at the head,
+    // alive for a minute. Only one call per client and name reaches the server, so it cannot be a live call.
+    let (secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut raw).await.unwrap();
+    let ghost = format!("{}:ended-call", client.id());
+    let _: () = raw.rpush(queue(&name), &ghost).await.unwrap();
+    let _: () = raw.zadd(own_deadlines(&name), &ghost, (secs + 60) * 1000).await.unwrap();
+    let lease =
+        client.try_lock(&name, &LockOptions::default()).await.unwrap().expect("our ended call's entry held us up");
+    let entries: Vec<String> = raw.lrange(queue(&name), 0, -1).await.unwrap();
+    assert!(entries.is_empty(), "{entries:?}");
+    lease.release().await.unwrap();
+    // Another client's entry is a live waiter: it stays ahead.
+    let _: () = raw.rpush(queue(&name), "other-client:1").await.unwrap();
+    let _: () = raw.zadd(own_deadlines(&name), "other-client:1", (secs + 60) * 1000).await.unwrap();
+    assert!(client.try_lock(&name, &LockOptions::default()).await.unwrap().is_none(), "jumped a live waiter");
+    tidy(&mut raw, &name).await;
+}
+
+#[tokio::test]
 async fn a_live_waiter_refreshes_its_deadline_and_keeps_its_place() {
     let Some((url, mut raw)) = setup().await else { return };
     let name = support::unique("fair-refresh");

@@ -23,8 +23,9 @@ use crate::backend::redis::NEXT_TOKEN;
 const REDISSON_WAIT_MS: u64 = 300_000;
 
 /// Lua that defines `clock()` (the server clock in ms, read once and only if needed: the uncontended path never
-/// reads it), `due(w)` (a waiter's deadline: ours, else its Redisson timeout) and `drop(w)`, pops every head waiter
-/// whose deadline has passed, or that has none (an entry half-removed), and leaves the live head in `head`.
+/// reads it), `due(w)` (a waiter's deadline: ours, else its Redisson timeout), `drop(w)`, `pop()` (the head) and
+/// `prune()`, and runs `prune()`: it pops every head waiter whose deadline has passed, or that has none (an entry
+/// half-removed), and leaves the live head in `head`.
 /// KEYS[3]: queue, KEYS[4]: Redisson's timeouts, KEYS[5]: our deadlines.
 const PRUNE: &str = r"
 local t, now
@@ -42,14 +43,21 @@ local function drop(w)
   redis.call('zrem', KEYS[4], w)
   redis.call('zrem', KEYS[5], w)
 end
-local head = redis.call('lindex', KEYS[3], 0)
-while head do
-  local d = due(head)
-  if d and d > clock() then break end
+local head
+local function pop()
   redis.call('lpop', KEYS[3])
   drop(head)
-  head = redis.call('lindex', KEYS[3], 0)
 end
+local function prune()
+  head = redis.call('lindex', KEYS[3], 0)
+  while head do
+    local d = due(head)
+    if d and d > clock() then break end
+    pop()
+    head = redis.call('lindex', KEYS[3], 0)
+  end
+end
+prune()
 ";
 
 /// Lua that wakes the live head waiter [`PRUNE`] found, if any, on its own channel (`publish` is the deployment's
@@ -79,16 +87,8 @@ pub(super) fn acquire() -> String {
         r"{PRUNE}
 local me = string.match(ARGV[2], '^[^:]*:') or ARGV[2]
 while head and head ~= ARGV[2] and string.sub(head, 1, #me) == me do
-  redis.call('lpop', KEYS[3])
-  drop(head)
-  head = redis.call('lindex', KEYS[3], 0)
-  while head do
-    local d = due(head)
-    if d and d > clock() then break end
-    redis.call('lpop', KEYS[3])
-    drop(head)
-    head = redis.call('lindex', KEYS[3], 0)
-  end
+  pop()
+  prune()
 end
 local mine = redis.call('hexists', KEYS[1], ARGV[2]) == 1
 if mine or (redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2])) then
