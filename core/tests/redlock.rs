@@ -105,10 +105,15 @@ async fn plant(port: u16, name: &str, ttl_ms: u64) {
         .unwrap();
 }
 
+/// Held by every test that starts its own instances: those tests stop, slow down and time instances on a 50 to 200
+/// ms scale, which the tests of this file running beside each other on two cores could otherwise upset.
+static OWN_INSTANCES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Redis instances owned by one test, killed when it ends.
 struct Instances {
     ports: Vec<u16>,
     children: Vec<Option<Child>>,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl Instances {
@@ -123,12 +128,13 @@ impl Instances {
             support::skipped("redis-server is not installed");
             return None;
         }
+        let turn = OWN_INSTANCES.lock().await;
         let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let mut children = Vec::new();
         for &port in &ports {
             children.push(Some(spawn_redis(port).await));
         }
-        Some(Instances { ports, children })
+        Some(Instances { ports, children, _turn: turn })
     }
 
     fn url(&self) -> String {
@@ -525,7 +531,8 @@ async fn a_stopped_instance_is_marked_down_and_rejoins_when_resumed() {
         lease.release().await.unwrap();
     };
     cycle().await;
-    assert!(requests.load(Ordering::SeqCst) > 0, "the proxy sees the lock's requests");
+    // The cycle returned on a majority; instance 1's requests may still be on their way.
+    eventually(CATCH_UP, "the proxy sees the lock's requests", || async { requests.load(Ordering::SeqCst) > 0 }).await;
 
     // The first requests after SIGSTOP go out, get no answer within 200 ms, and mark the instance down.
     instances.signal(1, "STOP");
@@ -584,6 +591,30 @@ async fn a_stopped_instance_is_marked_down_and_rejoins_when_resumed() {
     }
     assert!(requests.load(Ordering::SeqCst) > asked);
     // The acquires queued in its socket while it was stopped ran on SIGCONT; the deletes kept for it undid them.
+    instances.assert_no_records().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_cut_short_by_a_hang_runs_again_when_the_instance_answers() {
+    let Some(instances) = Instances::start(3).await else { return };
+    let url = format!("{}?instance_timeout_ms=100", instances.url());
+    let client = Client::connect(&url).await.unwrap();
+    let lease = client.lock("cut", &opts(30_000).watchdog(false)).await.unwrap();
+    let port = instances.ports[1];
+    eventually(CATCH_UP, "instance 1 has the grant", || async { holds(port, "cut", lease.holder()).await }).await;
+    // Fresh instances know no release script yet: the release sent to the hung one gets NOSCRIPT when it resumes,
+    // and the script would follow only if the request were still being waited for.
+    instances.signal(1, "STOP");
+    lease.release().await.unwrap();
+    // The length of the fault, not a synchronisation: longer than the 100 ms the release there is given.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    instances.signal(1, "CONT");
+    // Its record goes long before its 30 s TTL.
+    eventually(CATCH_UP, "the released record is deleted on the resumed instance", || async {
+        !holds(port, "cut", lease.holder()).await
+    })
+    .await;
+    client.close().await;
     instances.assert_no_records().await;
 }
 

@@ -7,7 +7,8 @@
 //! for a trivial script, with pauses that double from [`PROBE_FIRST`] to [`PROBE_LONGEST`]. A clean-up meant for a
 //! down instance (the release of a lease, the undoing of an acquire) waits for it, up to [`MAX_DEFERRED`] of them: a
 //! hung instance runs the requests queued in its socket once it resumes, and the acquire among them would otherwise
-//! leave a record until its TTL ran out. When a probe is answered, the deferred clean-ups run, in order, and only
+//! leave a record until its TTL ran out. A clean-up under way when the instance stops answering is kept the same
+//! way: what was sent may never run in full. When a probe is answered, the deferred clean-ups run, in order, and only
 //! then is the instance up again, so none of them can reach it after a request made since.
 
 use std::collections::VecDeque;
@@ -176,7 +177,12 @@ impl Instance {
                     },
                 },
             };
-            state.run(&conn, op(conn.clone())).await
+            match state.run(&conn, op(conn.clone())).await {
+                // Hung mid-request (now down): the request may never run in full (a `NOSCRIPT` reply's retry went
+                // with it), so it is kept like the others; run again, it finds its work done or does it.
+                Err(e) if e.kind() == ErrorKind::Unavailable => Err(state.defer(op).unwrap_or(e)),
+                done => done,
+            }
         })
     }
 
