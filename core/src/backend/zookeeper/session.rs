@@ -30,7 +30,7 @@ pub(super) struct LiveSession {
 
 impl LiveSession {
     pub(super) async fn open(&self) -> Result<zk::Client, zk::Error> {
-        let mut connector = zk::Client::connector().with_session_timeout(self.timeout).with_fail_eagerly();
+        let mut connector = zk::Client::connector().with_session_timeout(self.timeout);
         if let Some(digest) = &self.digest {
             connector = connector.with_auth("digest", &digest.auth());
         }
