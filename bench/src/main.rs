@@ -9,6 +9,7 @@ mod handoff;
 mod latency_proxy;
 mod many;
 mod metrics_cost;
+mod primitives;
 mod procfs;
 mod report;
 mod stats;
@@ -59,6 +60,9 @@ fn print(t: &Table, misses: &mut usize) {
 async fn bench(run: &Run, args: &Args, misses: &mut usize) -> BoxResult<()> {
     println!("=== {} ({}) ===\n", run.label, run.url);
     print(&uncontended::run(&run.url, &run.raw, args.phase, &run.targets, run.orders).await?, misses);
+    for table in primitives::run(&run.url, args.phase).await? {
+        print(&table, misses);
+    }
     if !run.orders {
         let default = handoff::Order { label: None, opts: fencelock::LockOptions::default() };
         print(&handoff::run(&run.url, &run.raw, args.phase, &run.targets, &default).await?, misses);

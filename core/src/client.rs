@@ -7,17 +7,21 @@ use std::sync::atomic::AtomicU64;
 use tracing::Instrument;
 
 use self::acquire::{Call, Turn};
-use crate::backend::{Backend, Capability, LockInfo, open};
+use crate::backend::{Backend, Capability, HoldKind, LockInfo, open};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::Fence;
 use crate::handle::ClientHandle;
 use crate::lease::{Hold, Lease, Link};
 use crate::metrics::{MetricsSnapshot, Op, Outcome, Recorder};
+use crate::mutant;
 use crate::options::{ClientOptions, LockOptions, validate_name};
-use crate::reentry::Table;
+use crate::reentry::{Table, table_key};
 use crate::tasks::Tasks;
 use crate::url::default_url;
 use crate::watchdog::Watchdog;
+
+/// Most permits a semaphore may have: every slot is a record of its own on the backend.
+pub const MAX_PERMITS: u32 = 65_536;
 
 /// A client's state. Leases and fences keep only its `ClientHandle` (and leases the table they leave).
 struct Inner {
@@ -116,19 +120,31 @@ impl Client {
 
     /// Takes `name`, waiting up to `opts.timeout` (forever by default). `Timeout` if it stays taken.
     pub async fn lock(&self, name: &str, opts: &LockOptions) -> Result<Lease> {
-        let lease = self.acquire(name, opts, false).await?;
-        Ok(lease.expect("a waiting acquire returns a lease or an error"))
+        self.hold(name, HoldKind::Exclusive, opts).await
     }
 
     /// One attempt: the lease, or `None` if someone else holds `name`.
     pub async fn try_lock(&self, name: &str, opts: &LockOptions) -> Result<Option<Lease>> {
-        self.acquire(name, opts, true).await
+        self.acquire(name, HoldKind::Exclusive, opts, true).await
+    }
+
+    /// A hold of `kind` on `name`, waiting up to `opts.timeout`.
+    pub(crate) async fn hold(&self, name: &str, kind: HoldKind, opts: &LockOptions) -> Result<Lease> {
+        let lease = self.acquire(name, kind, opts, false).await?;
+        Ok(lease.expect("a waiting acquire returns a lease or an error"))
     }
 
     /// Validates, then runs the acquire under its metrics timer and span (a dropped call counts as cancelled).
-    async fn acquire(&self, name: &str, opts: &LockOptions, once: bool) -> Result<Option<Lease>> {
+    pub(crate) async fn acquire(
+        &self,
+        name: &str,
+        kind: HoldKind,
+        opts: &LockOptions,
+        once: bool,
+    ) -> Result<Option<Lease>> {
         self.inner.check_open()?;
         opts.validate(name)?;
+        self.check_kind(name, kind)?;
         self.check_order(name, opts)?;
         let metrics = &self.inner.client.metrics;
         let timer = metrics.start_acquire(name);
@@ -139,7 +155,7 @@ impl Client {
             outcome = tracing::field::Empty,
             token = tracing::field::Empty,
         );
-        let result = self.acquire_valid(name, opts, once).instrument(span.clone()).await;
+        let result = self.acquire_valid(name, kind, opts, once).instrument(span.clone()).await;
         let outcome = Outcome::of(&result);
         span.record("outcome", outcome.label());
         if let Ok(Some(lease)) = &result {
@@ -160,25 +176,88 @@ impl Client {
             .at(name, backend.describe()))
     }
 
-    async fn acquire_valid(&self, name: &str, opts: &LockOptions, once: bool) -> Result<Option<Lease>> {
-        if let Some(hold) = opts.owner.as_deref().and_then(|owner| self.inner.table.reenter(name, owner)) {
-            return Ok(Some(Lease::new(hold?)));
+    /// Refuses a kind of hold the backend lacks, and a semaphore of no permits or too many.
+    fn check_kind(&self, name: &str, kind: HoldKind) -> Result<()> {
+        let backend = &self.inner.backend;
+        let (cap, what) = match kind {
+            HoldKind::Exclusive => return Ok(()),
+            HoldKind::Read | HoldKind::Write => (backend.capability().rw_lock, "read-write locks"),
+            HoldKind::Permit { permits } => {
+                if !(1..=MAX_PERMITS).contains(&permits) {
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("a semaphore has 1 to {MAX_PERMITS} permits, not {permits}"),
+                    )
+                    .with_lock(name));
+                }
+                (backend.capability().semaphore, "semaphores")
+            }
+        };
+        if cap {
+            return Ok(());
         }
-        let call = Call::new(&self.inner, name, opts, once);
-        let Some(place) = call.enter_local_queue().await? else { return Ok(None) };
+        let message = match backend.why_unsupported(kind) {
+            Some(why) => format!("this backend has no {what}: {why}"),
+            None => format!("this backend has no {what}"),
+        };
+        Err(Error::new(ErrorKind::Unsupported, message).at(name, backend.describe()))
+    }
+
+    async fn acquire_valid(&self, name: &str, kind: HoldKind, opts: &LockOptions, once: bool) -> Result<Option<Lease>> {
+        let mut downgrade = false;
+        if let Some(owner) = opts.owner.as_deref() {
+            let key = table_key(kind, name);
+            if let Some(hold) = self.inner.table.reenter(&key, owner, kind) {
+                return Ok(Some(Lease::new(hold?)));
+            }
+            let held = self.inner.table.kinds_held(&key, owner);
+            if kind == HoldKind::Write && held.contains(&HoldKind::Read) && !mutant::active("upgrade_allowed") {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    "upgrade refused: this owner holds the read lock; release it before taking the write lock",
+                )
+                .at(name, self.inner.backend.describe()));
+            }
+            downgrade = kind == HoldKind::Read && held.contains(&HoldKind::Write);
+        }
+        let call = Call::new(&self.inner, name, kind, opts, once);
+        let place = if downgrade {
+            call.beside_local_queue()
+        } else {
+            let Some(place) = call.enter_local_queue().await? else { return Ok(None) };
+            place
+        };
         let (mut pending, place) = call.begin(place);
-        loop {
-            match call.attempt(&mut *pending, &place).await? {
-                Turn::Held(lease) => return Ok(Some(lease)),
-                Turn::Busy(_) if once => return Ok(None),
-                Turn::Busy(busy) => call.wait_turn(&mut *pending, &busy).await?,
+        let outcome: Result<Option<Lease>> = async {
+            loop {
+                match call.attempt(&mut *pending, &place).await? {
+                    Turn::Held(lease) => return Ok(Some(lease)),
+                    Turn::Busy(_) if once => return Ok(None),
+                    Turn::Busy(busy) => call.wait_turn(&mut *pending, &busy).await?,
+                }
             }
         }
+        .await;
+        // A call that gave up (busy, timed out) returns once what it left on the server is undone: the next caller,
+        // in any client, must not find a queue entry or a waiting writer's mark of a call that has ended. A call
+        // cancelled by its caller leaves the undo to the background.
+        if matches!(&outcome, Ok(None)) || outcome.as_ref().is_err_and(|e| e.kind() == ErrorKind::Timeout) {
+            drop(pending);
+            call.undone(self.inner.opts.request_timeout).await;
+        }
+        outcome
     }
 
     /// The fenced register `resource`, stored in this client's backend.
     pub fn fence(&self, resource: &str) -> Fence {
         Fence::new(self.inner.client.clone(), resource)
+    }
+
+    /// Permits of semaphore `name` not held now (see [`Semaphore::available`](crate::Semaphore::available)).
+    pub(crate) async fn available(&self, name: &str, permits: u32) -> Result<u32> {
+        self.inner.check_open()?;
+        self.check_kind(name, HoldKind::Permit { permits })?;
+        self.inner.backend.available(name, permits).await.map_err(|e| e.at(name, self.inner.backend.describe()))
     }
 
     /// Who holds `name`, for how long, and the last token handed out.

@@ -8,7 +8,7 @@ use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::backend::{Backoff, Grant, drift};
+use crate::backend::{Backoff, Grant, HoldKind, drift};
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::ClientHandle;
 use crate::metrics::{HoldTimer, Loss, Op};
@@ -44,6 +44,8 @@ struct HoldState {
 pub(crate) struct Hold {
     link: Link,
     pub(crate) grant: Grant,
+    // The local table's key (`reentry::table_key`).
+    key: String,
     pub(crate) owner: Option<String>,
     pub(crate) watchdog: bool,
     state: Mutex<HoldState>,
@@ -51,7 +53,8 @@ pub(crate) struct Hold {
     io: tokio::sync::Mutex<()>,
     // `None` while held; how the hold ended once it has (lost, or released first).
     end_tx: watch::Sender<Option<LeaseEnd>>,
-    // This client's local queue slot for the name; dropping it lets the next local owner try the backend.
+    // This client's local queue slot for the name, kept by exclusive holds; dropping it lets the next local owner try
+    // the backend.
     gate: Mutex<Option<OwnedMutexGuard<()>>>,
     // Counts the grant active, and its hold time, until released or lost.
     held: HoldTimer,
@@ -65,14 +68,16 @@ pub(crate) enum Due {
 }
 
 impl Hold {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         link: Link,
         grant: Grant,
+        key: String,
         owner: Option<String>,
         ttl: Duration,
         requested_at: Instant,
         watchdog: bool,
-        gate: OwnedMutexGuard<()>,
+        gate: Option<OwnedMutexGuard<()>>,
     ) -> Self {
         let bound = link.client.backend.lease_bound();
         Hold {
@@ -87,10 +92,11 @@ impl Hold {
             }),
             io: tokio::sync::Mutex::new(()),
             end_tx: watch::Sender::new(None),
-            gate: Mutex::new(Some(gate)),
+            gate: Mutex::new(gate),
             held: link.client.metrics.start_hold(&grant.name),
             link,
             grant,
+            key,
         }
     }
 
@@ -270,7 +276,7 @@ impl Hold {
         });
         self.held.end(None);
         self.gate.lock().unwrap_or_else(|p| p.into_inner()).take();
-        self.link.table.unregister(&self.grant.name, self);
+        self.link.table.unregister(&self.key, self);
     }
 
     /// Releases the record whatever the hold count (client close).
@@ -286,8 +292,12 @@ impl Hold {
 }
 
 impl Reentrant for Hold {
-    fn name(&self) -> &str {
-        &self.grant.name
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn kind(&self) -> HoldKind {
+        self.grant.kind
     }
 
     fn owner(&self) -> Option<&str> {
@@ -344,6 +354,17 @@ impl Lease {
     /// The holder id written into the backend record (`<client uuid>:<owner>`).
     pub fn holder(&self) -> &str {
         &self.hold.grant.holder
+    }
+
+    /// What kind of hold this is: a mutex's, a read or write hold of a read-write lock, or a semaphore permit.
+    pub fn kind(&self) -> HoldKind {
+        self.hold.grant.kind
+    }
+
+    /// The semaphore slot (0…permits−1) a permit occupies; its [`fence`](Lease::fence) is that slot's token. `None`
+    /// for other kinds.
+    pub fn slot(&self) -> Option<u32> {
+        self.hold.grant.slot
     }
 
     /// Whether the lease is still ours by our own clock: not released, not lost, validity not passed.

@@ -3,12 +3,15 @@
 //! normal build it is unset, so `active` is a constant `false` and each one-line hook compiles away.
 
 /// The bugs a build may carry; tests/mutants/run.sh lists the same names.
-pub(crate) const MUTANTS: [&str; 5] = [
+pub(crate) const MUTANTS: [&str; 8] = [
     "release_skips_holder_check",
     "renew_extends_lost_lease",
     "fence_accepts_older_token",
     "abort_leaves_record",
     "watchdog_renews_at_ttl",
+    "shared_hold_keeps_gate",
+    "upgrade_allowed",
+    "readers_pass_waiting_writers",
 ];
 
 const CHOSEN: Option<&str> = match option_env!("FENCELOCK_MUTANT") {

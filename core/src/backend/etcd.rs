@@ -16,14 +16,21 @@
 //!
 //! An uncontended acquire + release is two round trips (the Txn, the delete), plus one lease grant per client and TTL.
 //!
-//! Files: `session.rs` (the kept leases), `attempt.rs` (one acquire's queue key), `deletes.rs` (deletes of our keys
-//! in flight), `ops.rs` (the KV requests and their replies), `rpc.rs` (the gRPC API with failover).
+//! Read-write locks follow etcd's `recipes/rwmutex.go` layout (`<name>/read/…`, `<name>/write/…`, see `rwlock.rs`),
+//! semaphores a layout of fencelock's own (`<name>/sem/…`, see `semaphore.rs`). Both live under `<name>/` like the
+//! mutex's keys, as the recipes' do: use one name for one kind of lock.
+//!
+//! Files: `session.rs` (the kept leases), `attempt.rs` (one mutex acquire's queue key), `rwlock.rs` and
+//! `semaphore.rs` (their acquires, releases and layouts), `deletes.rs` (deletes of our keys in flight), `ops.rs` (the
+//! KV requests and their replies), `rpc.rs` (the gRPC API with failover).
 
 mod attempt;
 mod deletes;
 mod ops;
 mod rpc;
+mod rwlock;
 mod secure;
+mod semaphore;
 mod session;
 
 use std::sync::Arc;
@@ -37,10 +44,14 @@ use url::form_urlencoded;
 use self::attempt::EtcdAttempt;
 use self::deletes::{Deletes, delete_own};
 use self::rpc::{Credentials, EtcdError, Rpc, Settings, describe};
+use self::rwlock::RwAttempt;
 use self::secure::{causes, tls_config};
+use self::semaphore::SemAttempt;
 use self::session::{KeptLease, KeptLeases, Refresh};
 use super::tls::TlsFiles;
-use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held};
+use super::{
+    AcquireRequest, Backend, Capability, Grant, HoldKind, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
+};
 use super::{decode_register, encode_register, parse_hosts, redact};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
@@ -141,8 +152,33 @@ fn lease_in(key: &str) -> Option<i64> {
     i64::from_str_radix(key.rsplit_once('/')?.1, 16).ok()
 }
 
+/// `<prefix>/<unix nanos>`, the shape of the recipes' `newUniqueEphemeralKey`: the queue key of a read-write lock
+/// or semaphore acquire.
+fn unique_key(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{prefix}/{nanos}")
+}
+
+/// A read-write lock's or semaphore's queue key, its create revision (0 until an answer told it) and the lease it
+/// rides on.
+#[derive(Debug)]
+struct HoldKey {
+    key: String,
+    rev: i64,
+    lease: i64,
+}
+
 fn is_lease_not_found(e: &EtcdError) -> bool {
     e.message().contains("lease not found")
+}
+
+/// Whether `kv` is the key of `grant`, a read, write or permit hold: a read or write key's name is its acquire's
+/// own, and its token no revision of the key; a slot's token is its key's create revision.
+fn holds(kv: &fencelock_proto::mvccpb::KeyValue, grant: &Grant) -> bool {
+    match grant.kind {
+        HoldKind::Read | HoldKind::Write => kv.value == grant.holder.as_bytes(),
+        _ => kv.create_revision as u64 == grant.token && kv.value == grant.holder.as_bytes(),
+    }
 }
 
 /// The etcd backend.
@@ -284,7 +320,7 @@ impl EtcdBackend {
 impl Backend for EtcdBackend {
     fn capability(&self) -> Capability {
         // KeptLease-bound: a key lives while its client keeps the lease alive, whatever the lock's own renewals.
-        Capability { fencing: true, native_wait: true, fair: true, session_bound: true }
+        Capability { fencing: true, native_wait: true, fair: true, session_bound: true, rw_lock: true, semaphore: true }
     }
 
     fn describe(&self) -> &str {
@@ -292,18 +328,44 @@ impl Backend for EtcdBackend {
     }
 
     fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
-        Box::new(EtcdAttempt::new(self, req, undo))
+        match req.kind {
+            HoldKind::Read | HoldKind::Write => Box::new(RwAttempt::new(self, req, undo)),
+            HoldKind::Permit { permits } => Box::new(SemAttempt::new(self, req, permits, undo)),
+            _ => Box::new(EtcdAttempt::new(self, req, undo)),
+        }
     }
 
     async fn renew(&self, grant: &Grant, _ttl: Duration) -> Result<()> {
         // The lease's TTL was fixed at grant; renewal proves the key is ours and the lease alive right now.
-        let Some((key, session)) = self.session_of(grant).await else {
-            return Err(lock_lost(grant, &self.url));
+        let (ours, session) = match grant.kind {
+            HoldKind::Exclusive => {
+                let Some((key, session)) = self.session_of(grant).await else {
+                    return Err(lock_lost(grant, &self.url));
+                };
+                let (found, refresh) =
+                    tokio::join!(self.rpc.range(ops::get(key)), session.refresh(self.request_timeout));
+                let found = found.map_err(|e| self.err(e))?;
+                let ours = found
+                    .kvs
+                    .first()
+                    .is_some_and(|kv| kv.lease == session.id && kv.create_revision as u64 == grant.token);
+                (ours, (session, refresh))
+            }
+            // A read-write or semaphore key names no lease: the key read tells which one to refresh.
+            _ => {
+                let Some(key) = grant.key.as_deref() else { return Err(lock_lost(grant, &self.url)) };
+                let found = self.rpc.range(ops::get(key)).await.map_err(|e| self.err(e))?;
+                let Some(kv) = found.kvs.first().filter(|kv| holds(kv, grant)) else {
+                    return Err(lock_lost(grant, &self.url));
+                };
+                let Some(session) = self.leases.by_id(kv.lease).await else {
+                    return Err(lock_lost(grant, &self.url));
+                };
+                let refresh = session.refresh(self.request_timeout).await;
+                (true, (session, refresh))
+            }
         };
-        let (found, refresh) = tokio::join!(self.rpc.range(ops::get(key)), session.refresh(self.request_timeout));
-        let found = found.map_err(|e| self.err(e))?;
-        let ours =
-            found.kvs.first().is_some_and(|kv| kv.lease == session.id && kv.create_revision as u64 == grant.token);
+        let (session, refresh) = session;
         match refresh {
             _ if !ours => Err(lock_lost(grant, &self.url)),
             Refresh::Alive => Ok(()),
@@ -316,6 +378,11 @@ impl Backend for EtcdBackend {
     }
 
     async fn release(&self, grant: &Grant) -> Result<()> {
+        match grant.kind {
+            HoldKind::Read | HoldKind::Write => return rwlock::release(self, grant).await,
+            HoldKind::Permit { .. } => return semaphore::release(self, grant).await,
+            _ => {}
+        }
         let Some(key) = grant.key.as_deref() else { return Err(not_held(grant, &self.url)) };
         let deleted = self.deletes.start(key).run(self.rpc.clone(), grant.token as i64, &self.tasks).await;
         if deleted.map_err(|e| self.err(e))? { Ok(()) } else { Err(not_held(grant, &self.url)) }
@@ -348,6 +415,10 @@ impl Backend for EtcdBackend {
             last_token: Some(kv.create_revision as u64),
             waiters,
         })
+    }
+
+    async fn available(&self, name: &str, permits: u32) -> Result<u32> {
+        semaphore::available(self, name, permits).await
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {

@@ -69,6 +69,58 @@ pub struct Capability {
     pub fair: bool,
     /// Leases are bound to a session (ZooKeeper) rather than to a per-lock TTL.
     pub session_bound: bool,
+    /// Read-write locks ([`HoldKind::Read`], [`HoldKind::Write`]).
+    pub rw_lock: bool,
+    /// Semaphores with leased permits ([`HoldKind::Permit`]).
+    pub semaphore: bool,
+}
+
+/// The kind of hold one acquire asks for: all a mutex, a read-write lock and a semaphore differ in (DESIGN.md §4b).
+/// Everything else — the wait loop, the local queue, reentrancy, the watchdog, the lost signal and the cancel path —
+/// is the same for every kind.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HoldKind {
+    /// A mutex: one holder at a time.
+    Exclusive,
+    /// The read side of a read-write lock: shared with other readers, never with a writer. Readers whose holds
+    /// overlap share one token (an epoch); the first reader of a new epoch draws a fresh one from the lock's counter.
+    Read,
+    /// The write side of a read-write lock: alone. A waiting writer blocks new readers.
+    Write,
+    /// One of `permits` slots of a semaphore; the grant names its slot, and the token is that slot's own counter.
+    Permit {
+        /// How many holds the semaphore allows at once; every client on the name must ask with the same number.
+        permits: u32,
+    },
+}
+
+impl HoldKind {
+    /// Whether holds of this kind can be had by several owners at once, so the local queue lets the next local
+    /// contender through as soon as one is granted, instead of at its release.
+    pub(crate) fn shared(self) -> bool {
+        matches!(self, HoldKind::Read | HoldKind::Permit { .. })
+    }
+
+    /// The family of records the kind lives in: a mutex's, a read-write lock's or a semaphore's. Holds of one
+    /// family and name share the local queue and the reentrancy table's entry.
+    pub(crate) fn family(self) -> &'static str {
+        match self {
+            HoldKind::Exclusive => "lock",
+            HoldKind::Read | HoldKind::Write => "rwlock",
+            HoldKind::Permit { .. } => "semaphore",
+        }
+    }
+
+    /// The kind's word in messages and metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            HoldKind::Exclusive => "lock",
+            HoldKind::Read => "read",
+            HoldKind::Write => "write",
+            HoldKind::Permit { .. } => "permit",
+        }
+    }
 }
 
 /// One request for a lock record, as the backend sees it.
@@ -82,6 +134,15 @@ pub struct AcquireRequest {
     pub ttl: Duration,
     /// The caller's choice of wait order (`LockOptions::fair`); `None`: the backend's default.
     pub fair: Option<bool>,
+    /// What kind of hold is asked for. A backend only sees kinds its `Capability` claims.
+    pub kind: HoldKind,
+}
+
+impl AcquireRequest {
+    /// The grant of this request with `token`, and the backend's own `key` for the record if it has one.
+    pub fn grant(&self, token: u64, key: Option<String>) -> Grant {
+        Grant { name: self.name.clone(), holder: self.holder.clone(), token, key, kind: self.kind, slot: None }
+    }
 }
 
 /// A lock record this client holds.
@@ -95,6 +156,18 @@ pub struct Grant {
     pub token: u64,
     /// The backend's own key for the record when it is not derivable from the name (etcd key, ZooKeeper node).
     pub key: Option<String>,
+    /// The kind of hold, as requested.
+    pub kind: HoldKind,
+    /// The semaphore slot a permit occupies (0…permits−1); `None` for other kinds.
+    pub slot: Option<u32>,
+}
+
+impl Grant {
+    /// This grant in semaphore slot `slot`.
+    pub fn in_slot(mut self, slot: u32) -> Grant {
+        self.slot = Some(slot);
+        self
+    }
 }
 
 /// The outcome of one acquire attempt.
@@ -251,6 +324,20 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Reads who holds `name`.
     async fn inspect(&self, name: &str) -> Result<LockInfo>;
 
+    /// Permits of semaphore `name` not held now, out of `permits`. `InvalidArgument` if the semaphore's clients
+    /// agreed on another number. Only called where `Capability::semaphore` is set.
+    async fn available(&self, name: &str, permits: u32) -> Result<u32> {
+        let _ = (name, permits);
+        Err(Error::new(ErrorKind::Unsupported, "this backend has no semaphores").with_backend(self.describe()))
+    }
+
+    /// Why this backend has no holds of `kind`, where there is more to say than that it lacks them (Redlock's
+    /// semaphore). Only asked when `Capability` does not claim the kind.
+    fn why_unsupported(&self, kind: HoldKind) -> Option<&'static str> {
+        let _ = kind;
+        None
+    }
+
     /// Stores `value` under `resource` if `token` ≥ the highest token accepted there, raising it. `Fenced` if not.
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()>;
 
@@ -302,6 +389,17 @@ pub(crate) fn fenced(resource: &str, backend: &str, token: u64, highest: u64) ->
 /// The `NotHeld` error every backend reports.
 pub(crate) fn not_held(grant: &Grant, backend: &str) -> Error {
     Error::new(ErrorKind::NotHeld, format!("not held by {}", grant.holder)).at(&grant.name, backend)
+}
+
+/// The `InvalidArgument` error of a semaphore whose clients disagree on its number of permits.
+pub(crate) fn permits_mismatch(name: &str, backend: &str, asked: u32, stored: u32) -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        format!(
+            "semaphore has {stored} permits, but this call asked for {asked}: every client must use the same number"
+        ),
+    )
+    .at(name, backend)
 }
 
 /// The `LockLost` error every backend's renew reports.

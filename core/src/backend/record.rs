@@ -1,6 +1,7 @@
 //! The attempt of a backend whose only trace of an acquire on the server is the holder's record (Redis, the SQL
 //! tables, memory): a waiter's subscription is local, so the one thing to undo is a record taken while the attempt
-//! was in doubt.
+//! was in doubt — or a waiting writer's mark, which a read-write lock leaves on the server so new readers wait
+//! ([`Records::left_behind`]).
 
 use std::sync::Arc;
 
@@ -33,8 +34,15 @@ pub(crate) trait Records: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Deletes whatever record `req.holder` may have made for `req.name`.
+    /// Deletes whatever record `req.holder` may have made for `req.name`, and any waiting writer's mark it left.
     async fn abandon(&self, req: &AcquireRequest) -> Result<()>;
+
+    /// Whether a busy attempt left something on the server that an attempt ending without a grant must delete
+    /// (a waiting writer's mark); a grant clears it.
+    fn left_behind(waiter: &Self::Waiter) -> bool {
+        let _ = waiter;
+        false
+    }
 }
 
 /// One acquire on a record store; dropped in doubt, it deletes the holder's record.
@@ -65,7 +73,7 @@ impl<R: Records> Pending for RecordAttempt<R> {
 
 impl<R: Records> Drop for RecordAttempt<R> {
     fn drop(&mut self) {
-        if !self.doubt.is_set() {
+        if !self.doubt.is_set() && !R::left_behind(&self.waiter) {
             return;
         }
         let (records, req) = (self.records.clone(), self.req.clone());

@@ -478,7 +478,14 @@ impl<D: Deployment> RedisLock<D> {
 #[async_trait]
 impl<D: Deployment> Backend for RedisLock<D> {
     fn capability(&self) -> Capability {
-        Capability { fencing: true, native_wait: true, fair: self.fair, session_bound: false }
+        Capability {
+            fencing: true,
+            native_wait: true,
+            fair: self.fair,
+            session_bound: false,
+            rw_lock: false,
+            semaphore: false,
+        }
     }
 
     fn fair_choice(&self) -> bool {
@@ -590,7 +597,7 @@ impl<D: Deployment> Records for RedisLock<D> {
             return Err(Error::internal(format!("{}: unexpected reply {reply:?}", self.url)));
         };
         Ok(if ok == 1 {
-            Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token: n as u64, key: None })
+            Attempt::Acquired(req.grant(n as u64, None))
         } else {
             Attempt::Busy(Busy { holder_ttl: (n >= 0).then(|| Duration::from_millis(n as u64)) })
         })

@@ -278,7 +278,7 @@ impl RedlockBackend {
                 req.ttl
             )));
         }
-        Ok(Grant { name: req.name.clone(), holder: req.holder.clone(), token, key: None })
+        Ok(req.grant(token, None))
     }
 
     /// Deletes `req.holder`'s record on the instances `where_` says may have one, each after the requests on it
@@ -342,7 +342,14 @@ impl RedlockBackend {
 #[async_trait]
 impl Backend for RedlockBackend {
     fn capability(&self) -> Capability {
-        Capability { fencing: true, native_wait: true, fair: false, session_bound: false }
+        Capability {
+            fencing: true,
+            native_wait: true,
+            fair: false,
+            session_bound: false,
+            rw_lock: false,
+            semaphore: false,
+        }
     }
 
     fn describe(&self) -> &str {

@@ -173,7 +173,14 @@ impl ZkBackend {
 #[async_trait]
 impl Backend for ZkBackend {
     fn capability(&self) -> Capability {
-        Capability { fencing: true, native_wait: true, fair: true, session_bound: true }
+        Capability {
+            fencing: true,
+            native_wait: true,
+            fair: true,
+            session_bound: true,
+            rw_lock: false,
+            semaphore: false,
+        }
     }
 
     fn describe(&self) -> &str {

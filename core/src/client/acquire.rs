@@ -4,20 +4,23 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::OwnedMutexGuard;
+use std::time::Duration;
+
+use tokio::sync::{OwnedMutexGuard, oneshot};
 use tokio::time::Instant;
 
 use super::Inner;
-use crate::backend::{AcquireRequest, Attempt, Busy, Grant, Pending, Undo};
+use crate::backend::{AcquireRequest, Attempt, Busy, Grant, HoldKind, Pending, Undo};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{Hold, Lease};
 use crate::metrics::Op;
+use crate::mutant;
 use crate::options::LockOptions;
-use crate::reentry::Claim;
+use crate::reentry::{Claim, table_key};
 
 /// The local queue place of one name: its gate, then its claim (a tuple drops in order, and the claim tidies the
-/// slot away only once the gate is gone).
-type QueuePlace = (OwnedMutexGuard<()>, Claim<Hold>);
+/// slot away only once the gate is gone). No gate for a writer's downgrade: its own write hold keeps the gate.
+type QueuePlace = (Option<OwnedMutexGuard<()>>, Claim<Hold>);
 
 /// A queue place shared by a call and its attempt's undo: whichever takes it first keeps it.
 pub(super) type SharedPlace = Arc<Mutex<Option<QueuePlace>>>;
@@ -34,16 +37,20 @@ pub(super) enum Turn {
 pub(super) struct Call<'a> {
     inner: &'a Arc<Inner>,
     name: &'a str,
+    kind: HoldKind,
+    key: String,
     opts: &'a LockOptions,
     once: bool,
     deadline: Option<Instant>,
+    // One receiver per undo this call's attempt started, told when the undo is done.
+    undos: Arc<Mutex<Vec<oneshot::Receiver<()>>>>,
 }
 
 impl<'a> Call<'a> {
-    pub(super) fn new(inner: &'a Arc<Inner>, name: &'a str, opts: &'a LockOptions, once: bool) -> Self {
+    pub(super) fn new(inner: &'a Arc<Inner>, name: &'a str, kind: HoldKind, opts: &'a LockOptions, once: bool) -> Self {
         // A timeout too long for the clock to represent waits forever rather than overflow.
         let deadline = if once { None } else { opts.timeout.and_then(|t| Instant::now().checked_add(t)) };
-        Call { inner, name, opts, once, deadline }
+        Call { inner, name, kind, key: table_key(kind, name), opts, once, deadline, undos: Arc::default() }
     }
 
     /// `e` as an error of this lock on this backend.
@@ -59,7 +66,7 @@ impl<'a> Call<'a> {
     /// The local queue: at most one contender per name per client reaches the backend. `None` for a `try_lock` that
     /// finds another local owner ahead.
     pub(super) async fn enter_local_queue(&self) -> Result<Option<QueuePlace>> {
-        let claim = self.inner.table.claim(self.name);
+        let claim = self.inner.table.claim(&self.key);
         let gate = match (self.once, self.deadline) {
             (true, _) => match claim.try_enter() {
                 Some(g) => g,
@@ -68,7 +75,12 @@ impl<'a> Call<'a> {
             (false, Some(d)) => tokio::time::timeout_at(d, claim.enter()).await.map_err(|_| self.timed_out())?,
             (false, None) => claim.enter().await,
         };
-        Ok(Some((gate, claim)))
+        Ok(Some((Some(gate), claim)))
+    }
+
+    /// A place beside the local queue, for a writer taking the read lock too: its write hold keeps the gate.
+    pub(super) fn beside_local_queue(&self) -> QueuePlace {
+        (None, self.inner.table.claim(&self.key))
     }
 
     /// The backend's attempt for this call. Its undo of an attempt in doubt keeps the queue place until done: a later
@@ -86,29 +98,45 @@ impl<'a> Call<'a> {
             holder: format!("{}:{owner}", inner.id),
             ttl: self.opts.ttl,
             fair: self.opts.fair,
+            kind: self.kind,
         };
         let place: SharedPlace = Arc::new(Mutex::new(Some(place)));
-        let (lent, cleaner) = (place.clone(), inner.clone());
+        let (lent, cleaner, undos) = (place.clone(), inner.clone(), self.undos.clone());
         let undo = Undo::new(move |task, hold_queue| {
             let held = if hold_queue { lent.lock().unwrap_or_else(|p| p.into_inner()).take() } else { None };
+            let (done, undone) = oneshot::channel();
+            undos.lock().unwrap_or_else(|p| p.into_inner()).push(undone);
             cleaner.spawn_cleanup(async move {
                 task.await;
                 drop(held);
+                let _ = done.send(());
             });
         });
         (inner.backend.clone().begin(req, undo), place)
     }
 
-    /// Turns a grant into a lease that holds the name's gate and is renewed by the watchdog.
+    /// Turns a grant into a lease renewed by the watchdog. An exclusive hold keeps the name's gate until released; a
+    /// shared one lets the next local contender through now.
     fn hold(&self, grant: Grant, sent: Instant, place: &SharedPlace) -> Lease {
         let (gate, _claim) =
             place.lock().unwrap_or_else(|p| p.into_inner()).take().expect("a call keeps its place until granted");
-        tracing::debug!(lock = %self.name, token = grant.token, "acquired");
+        tracing::debug!(lock = %self.name, kind = self.kind.label(), token = grant.token, "acquired");
+        let shared = self.kind.shared() && !mutant::active("shared_hold_keeps_gate");
+        let (kept, passed) = if shared { (None, gate) } else { (gate, None) };
         let (inner, opts) = (self.inner, self.opts);
-        let hold = Arc::new(Hold::new(inner.link(), grant, opts.owner.clone(), opts.ttl, sent, opts.watchdog, gate));
+        let key = self.key.clone();
+        let hold =
+            Arc::new(Hold::new(inner.link(), grant, key, opts.owner.clone(), opts.ttl, sent, opts.watchdog, kept));
         inner.table.register(&hold);
+        drop(passed);
         inner.watchdog.watch(&hold);
         Lease::new(hold)
+    }
+
+    /// Waits, up to `bound`, until every undo this call's attempt started is done.
+    pub(super) async fn undone(&self, bound: Duration) {
+        let undos = std::mem::take(&mut *self.undos.lock().unwrap_or_else(|p| p.into_inner()));
+        let _ = tokio::time::timeout(bound, futures::future::join_all(undos)).await;
     }
 
     /// One attempt at the backend: a grant becomes a lease.

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::rpc::EtcdError;
 use super::{EtcdBackend, is_lease_not_found, key_of, ops, prefix_of};
-use crate::backend::{AcquireRequest, Attempt, Backoff, Busy, Doubt, Grant, Pending, Undo};
+use crate::backend::{AcquireRequest, Attempt, Backoff, Busy, Doubt, Pending, Undo};
 use crate::error::{Error, ErrorKind, Result};
 
 /// First and longest pause between tries of a waiter's watch while etcd does not answer.
@@ -69,12 +69,7 @@ impl EtcdAttempt {
             return Attempt::Busy(Busy::default());
         }
         let key = self.queued.take().map(|q| q.key);
-        Attempt::Acquired(Grant {
-            name: self.req.name.clone(),
-            holder: self.req.holder.clone(),
-            token: mine as u64,
-            key,
-        })
+        Attempt::Acquired(self.req.grant(mine as u64, key))
     }
 
     /// One attempt; a lease that expired under us (keepalives cut off) is forgotten and the key queued again on a
@@ -131,23 +126,36 @@ impl Pending for EtcdAttempt {
             };
             backend.watch_delete(&predecessor.key, at).await
         };
-        // A waiter rides out a leader election (every member refuses for a moment) for up to one request timeout;
-        // its queue key lives on the client's lease meanwhile.
-        let waiting = async {
-            let mut backoff = Backoff::new(RETRY_FIRST, RETRY_LONGEST, Instant::now() + backend.request_timeout);
-            loop {
-                match watch_predecessor().await {
-                    Err(e) if e.kind() == ErrorKind::Unavailable && backoff.wait().await => {
-                        tracing::debug!(lock = %self.req.name, error = %e, "etcd unavailable while waiting; retrying");
-                    }
-                    outcome => return outcome,
+        wait_out(backend, &self.req.name, deadline, watch_predecessor).await
+    }
+}
+
+/// Runs `watch` until it ends or `deadline` passes (a wake-up either way). A waiter rides out a leader election
+/// (every member refuses for a moment) for up to one request timeout; its key lives on the client's lease meanwhile.
+pub(super) async fn wait_out<F, Fut>(
+    backend: &EtcdBackend,
+    name: &str,
+    deadline: Option<Instant>,
+    mut watch: F,
+) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let waiting = async {
+        let mut backoff = Backoff::new(RETRY_FIRST, RETRY_LONGEST, Instant::now() + backend.request_timeout);
+        loop {
+            match watch().await {
+                Err(e) if e.kind() == ErrorKind::Unavailable && backoff.wait().await => {
+                    tracing::debug!(lock = %name, error = %e, "etcd unavailable while waiting; retrying");
                 }
+                outcome => return outcome,
             }
-        };
-        match deadline {
-            Some(d) => tokio::time::timeout_at(d, waiting).await.unwrap_or(Ok(())),
-            None => waiting.await,
         }
+    };
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d, waiting).await.unwrap_or(Ok(())),
+        None => waiting.await,
     }
 }
 

@@ -107,3 +107,30 @@ pub(super) async fn delete_own(rpc: &Rpc, key: &str, rev: i64) -> Result<bool, E
     let resp = rpc.txn(ops::txn(when, vec![ops::delete(key)], Vec::new())).await?;
     Ok(resp.succeeded && ops::deleted(&resp))
 }
+
+/// Deletes `keys` in one Txn if `when` holds: whether it did. Keys of read-write locks and semaphores are this
+/// attempt's own (unique names, or a slot guarded by its create revision), so no later write waits for the delete;
+/// on failure it goes on in the background for up to `RETRY_FOR`, as the keys' lease is kept alive.
+pub(super) async fn delete_keys(
+    rpc: Arc<Rpc>,
+    when: Vec<ops::Compare>,
+    keys: Vec<String>,
+    tasks: &Tasks,
+) -> Result<bool, EtcdError> {
+    let txn = ops::txn(when, keys.iter().map(|k| ops::delete(k)).collect(), Vec::new());
+    match rpc.txn(txn.clone()).await {
+        Ok(resp) => Ok(resp.succeeded && ops::deleted(&resp)),
+        Err(e) => {
+            tasks.spawn(async move {
+                let mut backoff = Backoff::new(RETRY_FIRST, RETRY_MAX, Instant::now() + RETRY_FOR);
+                while backoff.wait().await {
+                    if rpc.txn(txn.clone()).await.is_ok() {
+                        return;
+                    }
+                }
+                tracing::warn!(?keys, "gave up deleting lock keys; they go with their lease");
+            });
+            Err(e)
+        }
+    }
+}

@@ -307,7 +307,14 @@ impl Rpc {
 
     /// A watch of `key` from revision `start`, and the endpoint it runs on.
     pub(super) async fn watch(&self, key: &[u8], start: i64) -> Result<(usize, Streaming<WatchResponse>), Status> {
-        let create = WatchCreateRequest { key: key.to_vec(), start_revision: start, ..Default::default() };
+        self.watch_with(WatchCreateRequest { key: key.to_vec(), start_revision: start, ..Default::default() }).await
+    }
+
+    /// A watch as `create` asks (a range, previous values), and the endpoint it runs on.
+    pub(super) async fn watch_with(
+        &self,
+        create: WatchCreateRequest,
+    ) -> Result<(usize, Streaming<WatchResponse>), Status> {
         let request = WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) };
         self.call_on(self.request_timeout, |c| {
             let requests = open_stream(request.clone());

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use super::{Deployment, RedisLock};
 use crate::backend::waiters::Subscription;
-use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Grant, Pending, Undo, ttl_ms};
+use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Pending, Undo, ttl_ms};
 use crate::error::{Error, Result};
 
 pub(super) use scripts::release as release_lua;
@@ -167,12 +167,7 @@ impl<D: Deployment> Pending for FairAttempt<D> {
         if ok == 1 {
             self.queued = false;
             let req = &self.req;
-            return Ok(Attempt::Acquired(Grant {
-                name: req.name.clone(),
-                holder: req.holder.clone(),
-                token: n as u64,
-                key: None,
-            }));
+            return Ok(Attempt::Acquired(req.grant(n as u64, None)));
         }
         tracing::trace!(lock = %self.req.name, place = at, "queued");
         // Wait no longer than the holder (or the head, while the lock is free) can keep it, nor past a refresh.

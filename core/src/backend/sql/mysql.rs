@@ -491,7 +491,14 @@ fn text(bytes: Option<Vec<u8>>) -> Option<String> {
 #[async_trait]
 impl Backend for MysqlBackend {
     fn capability(&self) -> Capability {
-        Capability { fencing: true, native_wait: false, fair: false, session_bound: false }
+        Capability {
+            fencing: true,
+            native_wait: false,
+            fair: false,
+            session_bound: false,
+            rw_lock: false,
+            semaphore: false,
+        }
     }
 
     fn describe(&self) -> &str {
@@ -578,12 +585,7 @@ impl Records for MysqlBackend {
             let token = reply.last_insert_id.ok_or_else(|| {
                 Error::internal(format!("{}: the acquire's reply carried no token (LAST_INSERT_ID)", self.url))
             })?;
-            return Ok(Attempt::Acquired(Grant {
-                name: req.name.clone(),
-                holder: req.holder.clone(),
-                token,
-                key: None,
-            }));
+            return Ok(Attempt::Acquired(req.grant(token, None)));
         }
         let left = self.exec(REMAINING, params! { "name" => &req.name }).await?;
         let left = left.rows.first().map(|r| col::<i64>(r, 0)).transpose()?;

@@ -390,7 +390,14 @@ impl PostgresBackend {
 #[async_trait]
 impl Backend for PostgresBackend {
     fn capability(&self) -> Capability {
-        Capability { fencing: true, native_wait: true, fair: false, session_bound: false }
+        Capability {
+            fencing: true,
+            native_wait: true,
+            fair: false,
+            session_bound: false,
+            rw_lock: false,
+            semaphore: false,
+        }
     }
 
     fn describe(&self) -> &str {
@@ -465,12 +472,7 @@ impl Records for PostgresBackend {
         let s = self.session().await?;
         let row = self.call(&s, s.client.query_one(&s.acquire, &[&req.name, &req.holder, &micros(req.ttl)])).await?;
         Ok(match col::<Option<i64>>(&row, 0)? {
-            Some(token) => Attempt::Acquired(Grant {
-                name: req.name.clone(),
-                holder: req.holder.clone(),
-                token: token as u64,
-                key: None,
-            }),
+            Some(token) => Attempt::Acquired(req.grant(token as u64, None)),
             None => Attempt::Busy(Busy { holder_ttl: holder_ttl(col(&row, 1)?) }),
         })
     }

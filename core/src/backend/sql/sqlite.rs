@@ -102,7 +102,14 @@ impl SqliteBackend {
 #[async_trait]
 impl Backend for SqliteBackend {
     fn capability(&self) -> Capability {
-        Capability { fencing: true, native_wait: false, fair: false, session_bound: false }
+        Capability {
+            fencing: true,
+            native_wait: false,
+            fair: false,
+            session_bound: false,
+            rw_lock: false,
+            semaphore: false,
+        }
     }
 
     fn describe(&self) -> &str {
@@ -225,9 +232,7 @@ impl Records for SqliteBackend {
             })
             .await?;
         Ok(match outcome {
-            Ok(token) => {
-                Attempt::Acquired(Grant { name: req.name.clone(), holder: req.holder.clone(), token, key: None })
-            }
+            Ok(token) => Attempt::Acquired(req.grant(token, None)),
             Err(holder_ttl) => Attempt::Busy(Busy { holder_ttl }),
         })
     }

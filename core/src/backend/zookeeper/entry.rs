@@ -11,7 +11,7 @@ use super::cleanup::{Leftover, delete};
 use super::layout::{LOCK_NAME, PROTECTED, lock_dir, queue};
 use super::shared::Shared;
 use super::{TRIES, is_connection_loss};
-use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Grant, Pending, Undo};
+use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Pending, Undo};
 use crate::error::{Error, Result};
 
 /// Our node once its create was answered.
@@ -146,8 +146,7 @@ impl QueueEntry {
         match queue.iter().position(|n| *n == node.name) {
             Some(0) => {
                 self.granted = true;
-                let (name, holder) = (self.req.name.clone(), self.req.holder.clone());
-                Ok(Attempt::Acquired(Grant { name, holder, token: node.czxid, key: Some(self.path(&node.name)) }))
+                Ok(Attempt::Acquired(self.req.grant(node.czxid, Some(self.path(&node.name)))))
             }
             Some(i) => {
                 self.predecessor = Some(queue[i - 1].clone());
