@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use fencelock::{MAX_NAME_BYTES, MAX_TTL};
+use fencelock::{HoldKind, MAX_NAME_BYTES, MAX_PERMITS, MAX_TTL};
 
 /// Run a command while holding a distributed lock, or inspect a lock.
 #[derive(Debug, Parser)]
@@ -35,7 +35,8 @@ Exit status:
   130/143/129  interrupted by SIGINT/SIGTERM/SIGHUP while waiting for the lock
   1    any other failure (backend unavailable, ...)
 
-CMD sees FENCELOCK_NAME and FENCELOCK_TOKEN (the fencing token) in its environment.";
+CMD sees FENCELOCK_NAME and FENCELOCK_TOKEN (the fencing token) in its environment; with --permits also
+FENCELOCK_SLOT, the permit's slot (0 to N-1), whose own counter the token is.";
 
 /// Where the lock lives; shared by every subcommand.
 #[derive(Debug, Args)]
@@ -69,10 +70,19 @@ pub struct RunArgs {
     /// Do not queue in arrival order (a free-for-all on each release) where the backend offers both orders
     #[arg(long)]
     pub no_fair: bool,
+    /// Hold the read side of read-write lock NAME: shared with other --read runs, never with a --write one
+    #[arg(long, conflicts_with_all = ["write", "permits"])]
+    pub read: bool,
+    /// Hold the write side of read-write lock NAME: alone, and a waiting writer blocks new readers
+    #[arg(long, conflicts_with = "permits")]
+    pub write: bool,
+    /// Hold one of N permits of semaphore NAME (every run on NAME must give the same N); sets FENCELOCK_SLOT
+    #[arg(long, value_name = "N", value_parser = parse_permits, allow_negative_numbers = true)]
+    pub permits: Option<u32>,
     /// Print progress (waiting, acquired with token, released) on stderr
     #[arg(short, long)]
     pub verbose: bool,
-    /// Lock name
+    /// Lock name (of the read-write lock with --read/--write, of the semaphore with --permits)
     #[arg(value_parser = parse_name)]
     pub name: String,
     /// The command to run and its arguments (after `--`)
@@ -84,6 +94,16 @@ impl RunArgs {
     /// The wait order asked for; `None`: the backend's default.
     pub fn fair(&self) -> Option<bool> {
         (self.fair || self.no_fair).then_some(self.fair)
+    }
+
+    /// The kind of hold asked for: a mutex unless --read, --write or --permits.
+    pub fn kind(&self) -> HoldKind {
+        match (self.read, self.write, self.permits) {
+            (true, _, _) => HoldKind::Read,
+            (_, true, _) => HoldKind::Write,
+            (_, _, Some(permits)) => HoldKind::Permit { permits },
+            _ => HoldKind::Exclusive,
+        }
     }
 }
 
@@ -120,6 +140,14 @@ fn parse_name(s: &str) -> Result<String, String> {
         0 => Err("the lock name is empty".into()),
         n if n > MAX_NAME_BYTES => Err(format!("the lock name is {n} bytes, longer than {MAX_NAME_BYTES}")),
         _ => Ok(s.to_string()),
+    }
+}
+
+/// A semaphore's number of permits, 1 to the core's limit, checked before connecting.
+fn parse_permits(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if (1..=u64::from(MAX_PERMITS)).contains(&n) => Ok(n as u32),
+        _ => Err(format!("the number of permits must be a whole number from 1 to {MAX_PERMITS}, got {s:?}")),
     }
 }
 
@@ -219,5 +247,27 @@ mod tests {
             assert_eq!((run.fair(), run.name.as_str()), (fair, "x"), "{flag}");
         }
         assert!(Cli::try_parse_from(["fencelock", "run", "--fair", "--no-fair", "x", "--", "true"]).is_err());
+    }
+
+    #[test]
+    fn run_takes_one_kind_of_hold() {
+        let kind = |flags: &[&str]| {
+            let argv = [&["fencelock", "run"], flags, &["x", "--", "true"]].concat();
+            Cli::try_parse_from(argv).map(|cli| match cli.command {
+                Command::Run(run) => run.kind(),
+                _ => panic!("not run"),
+            })
+        };
+        assert_eq!(kind(&[]).unwrap(), HoldKind::Exclusive);
+        assert_eq!(kind(&["--read"]).unwrap(), HoldKind::Read);
+        assert_eq!(kind(&["--write"]).unwrap(), HoldKind::Write);
+        assert_eq!(kind(&["--permits", "3"]).unwrap(), HoldKind::Permit { permits: 3 });
+        for both in [&["--read", "--write"][..], &["--read", "--permits", "2"], &["--write", "--permits", "2"]] {
+            assert!(kind(both).is_err(), "{both:?} was accepted");
+        }
+        for bad in ["0", "-1", "65537", "two", ""] {
+            let err = kind(&["--permits", bad]).unwrap_err().to_string();
+            assert!(err.contains("permits must be a whole number from 1 to 65536"), "{bad:?}: {err}");
+        }
     }
 }

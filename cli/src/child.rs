@@ -27,12 +27,17 @@ impl Pid {
     }
 }
 
-/// Starts `argv` with `FENCELOCK_NAME` and `FENCELOCK_TOKEN` set. Must run on the thread that lives as long as the
+/// Starts `argv` with `FENCELOCK_NAME`, `FENCELOCK_TOKEN` and, for a semaphore's permit, `FENCELOCK_SLOT` set. Must run on the thread that lives as long as the
 /// process (see `die_with_parent`).
-pub fn spawn(argv: &[String], name: &str, token: u64) -> Result<Cmd, Failure> {
+pub fn spawn(argv: &[String], name: &str, token: u64, slot: Option<u32>) -> Result<Cmd, Failure> {
     let (program, args) = argv.split_first().ok_or_else(|| Failure::new(exit::USAGE, "no command given"))?;
     let mut command = Command::new(program);
     command.args(args).env("FENCELOCK_NAME", name).env("FENCELOCK_TOKEN", token.to_string());
+    // Not an outer run's slot: a run nested in a permit's CMD holds no slot of its own.
+    match slot {
+        Some(slot) => command.env("FENCELOCK_SLOT", slot.to_string()),
+        None => command.env_remove("FENCELOCK_SLOT"),
+    };
     die_with_parent(&mut command);
     let child = command.spawn().map_err(|e| {
         let code = match e.kind() {

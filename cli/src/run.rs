@@ -1,11 +1,12 @@
-//! `fencelock run NAME -- CMD…`: take the lock, run CMD with the watchdog renewing the lease, release, and exit
+//! `fencelock run [--read|--write|--permits N] NAME -- CMD…`: take the lock (or a read-write lock's side, or a
+//! semaphore's permit), run CMD with the watchdog renewing the lease, release, and exit
 //! with CMD's status. Silent unless it fails or `-v` is given; CMD's stdio is CMD's own.
 
 use std::fmt;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use fencelock::{Client, ErrorKind, Lease, LockOptions};
+use fencelock::{Client, ErrorKind, HoldKind, Lease, LockOptions};
 use tokio::time::Instant;
 
 use crate::args::RunArgs;
@@ -50,9 +51,12 @@ async fn run_locked(client: &Client, args: &RunArgs, signals: &mut Signals) -> R
             return Ok(exit::signalled(signo));
         }
     };
-    progress.say(format_args!("acquired lock {name:?} with token {}", lease.fence()));
+    match lease.slot() {
+        Some(slot) => progress.say(format_args!("acquired {} with token {} in slot {slot}", what(args), lease.fence())),
+        None => progress.say(format_args!("acquired {} with token {}", what(args), lease.fence())),
+    }
 
-    let cmd = match child::spawn(&args.command, name, lease.fence()) {
+    let cmd = match child::spawn(&args.command, name, lease.fence(), lease.slot()) {
         Ok(cmd) => cmd,
         Err(failure) => {
             let _ = lease.release().await;
@@ -95,32 +99,68 @@ fn reason(released: fencelock::Result<()>) -> String {
     }
 }
 
-/// Takes the lock: one attempt first, so `-v` can say whom it waits for, then waits up to `--timeout`.
-async fn acquire(client: &Client, args: &RunArgs, progress: &Progress) -> Result<Lease, Failure> {
+/// What the run holds, for messages: `lock "x"`, `read lock "x"`, `a permit of semaphore "x" (3 permits)`.
+fn what(args: &RunArgs) -> String {
     let name = args.name.as_str();
+    match args.kind() {
+        HoldKind::Read => format!("read lock {name:?}"),
+        HoldKind::Write => format!("write lock {name:?}"),
+        HoldKind::Permit { permits } => format!("a permit of semaphore {name:?} ({permits} permits)"),
+        _ => format!("lock {name:?}"),
+    }
+}
+
+/// Takes the hold: one attempt first, so `-v` can say whom it waits for, then waits up to `--timeout`.
+async fn acquire(client: &Client, args: &RunArgs, progress: &Progress) -> Result<Lease, Failure> {
     let mut opts = LockOptions::default().ttl(args.ttl).owner(owner_id());
     opts.fair = args.fair();
-    if let Some(lease) = client.try_lock(name, &opts).await? {
+    if let Some(lease) = take(client, args, &opts, false).await? {
         return Ok(lease);
     }
     if progress.0 {
-        progress.say(format_args!("waiting for lock {name:?}, held by {}", holder(client, name).await));
+        progress.say(format_args!("waiting for {}, {}", what(args), busy(client, args).await));
     }
     let opts = match args.timeout {
         Some(t) => opts.timeout(t),
         None => opts.wait_forever(),
     };
-    client.lock(name, &opts).await.map_err(|e| match e.kind() {
-        ErrorKind::Timeout => Failure::new(
+    match take(client, args, &opts, true).await {
+        Ok(lease) => Ok(lease.expect("a wait ends with a lease or an error")),
+        Err(e) if e.kind() == ErrorKind::Timeout => Err(Failure::new(
             exit::TIMED_OUT,
             format!(
-                "timed out after {}s waiting for lock {name:?} on {}",
+                "timed out after {}s waiting for {} on {}",
                 args.timeout.unwrap_or_default().as_secs_f64(),
+                what(args),
                 client.url()
             ),
-        ),
-        _ => e.into(),
-    })
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// One attempt (`wait` false) or a wait within `opts`' timeout, for the kind of hold asked for.
+async fn take(client: &Client, args: &RunArgs, opts: &LockOptions, wait: bool) -> fencelock::Result<Option<Lease>> {
+    let name = args.name.as_str();
+    match (args.kind(), wait) {
+        (HoldKind::Read, false) => client.rw_lock(name).try_read(opts).await,
+        (HoldKind::Read, true) => client.rw_lock(name).read(opts).await.map(Some),
+        (HoldKind::Write, false) => client.rw_lock(name).try_write(opts).await,
+        (HoldKind::Write, true) => client.rw_lock(name).write(opts).await.map(Some),
+        (HoldKind::Permit { permits }, false) => client.semaphore(name, permits).try_acquire(opts).await,
+        (HoldKind::Permit { permits }, true) => client.semaphore(name, permits).acquire(opts).await.map(Some),
+        (_, false) => client.try_lock(name, opts).await,
+        (_, true) => client.lock(name, opts).await.map(Some),
+    }
+}
+
+/// Who keeps the run waiting, for `-v`: a mutex's holder; a read-write lock has no single one.
+async fn busy(client: &Client, args: &RunArgs) -> String {
+    match args.kind() {
+        HoldKind::Exclusive => format!("held by {}", holder(client, &args.name).await),
+        HoldKind::Permit { .. } => "all its permits are held".to_string(),
+        _ => "held on the other side".to_string(),
+    }
 }
 
 /// The current holder of `name`, for messages.

@@ -7,12 +7,17 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fencelock::{Client, ClientOptions, ErrorKind, Lease, LockOptions};
+use fencelock::{Client, ClientOptions, ErrorKind, HoldKind, Lease, LockOptions};
 use serde_json::Value;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+/// The longest any one step may take (the longest `pause` or `within_ms` of a scenario is a few seconds).
+const STEP_BOUND: Duration = Duration::from_secs(60);
 
 struct Scenario {
     name: String,
+    requires: Vec<String>,
     unless: Vec<String>,
     steps: Vec<Value>,
 }
@@ -35,6 +40,7 @@ fn scenarios() -> Vec<Scenario> {
             };
             Scenario {
                 name: v["name"].as_str().unwrap().to_string(),
+                requires: strings("requires"),
                 unless: strings("unless"),
                 steps: v["steps"].as_array().unwrap().clone(),
             }
@@ -49,7 +55,42 @@ struct Run {
     prefix: String,
     clients: HashMap<String, Client>,
     leases: HashMap<String, Lease>,
-    names: Vec<String>,
+    // Every name the scenario used, with the kind of hold it was used for (the clean check differs per family).
+    names: Vec<(String, HoldKind)>,
+    // Acquires started with `spawn`, awaited by `join`.
+    tasks: HashMap<String, JoinHandle<fencelock::Result<Option<Lease>>>>,
+}
+
+/// The kind of hold a `lock`/`try_lock` step asks for: `kind` "read", "write" or "permit" (with `permits`), else a
+/// mutex.
+fn kind(step: &Value) -> HoldKind {
+    match step["kind"].as_str() {
+        None => HoldKind::Exclusive,
+        Some("read") => HoldKind::Read,
+        Some("write") => HoldKind::Write,
+        Some("permit") => HoldKind::Permit { permits: step["permits"].as_u64().unwrap() as u32 },
+        Some(other) => panic!("unknown kind {other}"),
+    }
+}
+
+/// One acquire of `kind` through the public API: `lock` (`once` false) or `try_lock`.
+async fn acquire(
+    client: Client,
+    name: String,
+    kind: HoldKind,
+    opts: LockOptions,
+    once: bool,
+) -> fencelock::Result<Option<Lease>> {
+    match (kind, once) {
+        (HoldKind::Read, false) => client.rw_lock(&name).read(&opts).await.map(Some),
+        (HoldKind::Read, true) => client.rw_lock(&name).try_read(&opts).await,
+        (HoldKind::Write, false) => client.rw_lock(&name).write(&opts).await.map(Some),
+        (HoldKind::Write, true) => client.rw_lock(&name).try_write(&opts).await,
+        (HoldKind::Permit { permits }, false) => client.semaphore(&name, permits).acquire(&opts).await.map(Some),
+        (HoldKind::Permit { permits }, true) => client.semaphore(&name, permits).try_acquire(&opts).await,
+        (_, false) => client.lock(&name, &opts).await.map(Some),
+        (_, true) => client.try_lock(&name, &opts).await,
+    }
 }
 
 fn ms(v: &Value) -> Option<Duration> {
@@ -95,10 +136,69 @@ impl Run {
             return label.to_string();
         }
         let name = format!("{}/{label}", self.prefix);
-        if !self.names.contains(&name) {
-            self.names.push(name.clone());
+        let kind = match step["op"].as_str() {
+            Some("lock" | "try_lock") => kind(step),
+            _ => HoldKind::Exclusive,
+        };
+        if !self.names.iter().any(|(n, _)| *n == name) && !matches!(kind, HoldKind::Permit { permits: 0 }) {
+            self.names.push((name.clone(), kind));
         }
         name
+    }
+
+    /// Checks an acquire's outcome against the step (`expect`, `min_elapsed_ms`) and keeps the lease `as`.
+    async fn settle(
+        &mut self,
+        step: &Value,
+        got: fencelock::Result<Option<Lease>>,
+        started: Instant,
+    ) -> Result<fencelock::Result<()>, String> {
+        let lease = match got {
+            Ok(lease) => lease,
+            Err(e) => return Ok(Err(e)),
+        };
+        let busy_expected = step["expect"].as_str() == Some("busy");
+        match (lease, busy_expected) {
+            (Some(lease), true) => {
+                let _ = lease.release().await;
+                Err("acquired, expected busy".into())
+            }
+            (None, false) => Err("busy, expected to acquire".into()),
+            (None, true) => Ok(Ok(())),
+            (Some(lease), false) => {
+                if let Some(min) = ms(&step["min_elapsed_ms"]).filter(|&m| started.elapsed() < m) {
+                    return Err(format!("acquired after {:?}, sooner than {min:?}", started.elapsed()));
+                }
+                if let Some(id) = step["as"].as_str() {
+                    self.leases.insert(id.to_string(), lease);
+                } else {
+                    lease.release().await.map_err(|e| e.to_string())?;
+                }
+                Ok(Ok(()))
+            }
+        }
+    }
+
+    /// Runs one step, again and again within `eventually_ms` until it meets its expectations.
+    async fn step(&mut self, step: &Value) -> Result<(), String> {
+        // A step that never ends (a `lock` with no timeout behind a hold that is never released) fails the scenario
+        // instead of hanging the run: the mutation check needs a failure, not its own timeout.
+        match tokio::time::timeout(STEP_BOUND, self.step_bounded(step)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(format!("did not finish within {STEP_BOUND:?}")),
+        }
+    }
+
+    async fn step_bounded(&mut self, step: &Value) -> Result<(), String> {
+        let Some(bound) = ms(&step["eventually_ms"]) else { return self.step_once(step).await };
+        let deadline = Instant::now() + bound;
+        loop {
+            match self.step_once(step).await {
+                Err(e) if Instant::now() >= deadline => return Err(format!("not within {bound:?}: {e}")),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                ok => return ok,
+            }
+        }
     }
 
     fn client(&self, step: &Value) -> &Client {
@@ -129,7 +229,7 @@ impl Run {
     }
 
     /// Runs one step; `Err` describes a failed expectation.
-    async fn step(&mut self, step: &Value) -> Result<(), String> {
+    async fn step_once(&mut self, step: &Value) -> Result<(), String> {
         let op = step["op"].as_str().unwrap();
         let want = expected_errors(step);
         let started = Instant::now();
@@ -157,34 +257,41 @@ impl Run {
             }
             "lock" | "try_lock" => {
                 let name = self.name(step);
-                let opts = Self::options(step);
-                let client = self.client(step).clone();
-                let got = if op == "lock" {
-                    client.lock(&name, &opts).await.map(Some)
-                } else {
-                    client.try_lock(&name, &opts).await
-                };
-                match got {
-                    Ok(lease) => {
-                        let busy_expected = step["expect"].as_str() == Some("busy");
-                        match (lease, busy_expected) {
-                            (Some(_), true) => return Err("acquired, expected busy".into()),
-                            (None, false) => return Err("busy, expected to acquire".into()),
-                            (None, true) => {}
-                            (Some(lease), false) => {
-                                if let Some(min) = ms(&step["min_elapsed_ms"]).filter(|&m| started.elapsed() < m) {
-                                    return Err(format!("acquired after {:?}, sooner than {min:?}", started.elapsed()));
-                                }
-                                if let Some(id) = step["as"].as_str() {
-                                    self.leases.insert(id.to_string(), lease);
-                                } else {
-                                    lease.release().await.map_err(|e| e.to_string())?;
-                                }
-                            }
-                        }
-                        Ok(())
+                let acquiring =
+                    acquire(self.client(step).clone(), name, kind(step), Self::options(step), op == "try_lock");
+                if let Some(task) = step["spawn"].as_str() {
+                    self.tasks.insert(task.to_string(), tokio::spawn(acquiring));
+                    return Ok(());
+                }
+                self.settle(step, acquiring.await, started).await?
+            }
+            "join" => {
+                let task = self.tasks.remove(step["task"].as_str().unwrap()).expect("join of a task never spawned");
+                let got = task.await.map_err(|e| format!("the spawned acquire panicked: {e}"))?;
+                self.settle(step, got, started).await?
+            }
+            "expect_slot" => {
+                let slot = |l: &Lease| l.slot().ok_or_else(|| format!("lease {} has no slot", l.name()));
+                let mine = slot(self.lease(step, "lease"))?;
+                if step["eq"].is_string() && mine != slot(self.lease(step, "eq"))? {
+                    return Err(format!("slot {mine} is not the slot of {}", step["eq"]));
+                }
+                if step["ne"].is_string() && mine == slot(self.lease(step, "ne"))? {
+                    return Err(format!("slot {mine} is also the slot of {}", step["ne"]));
+                }
+                if let Some(below) = step["below"].as_u64().filter(|&b| u64::from(mine) >= b) {
+                    return Err(format!("slot {mine} is not below {below}"));
+                }
+                Ok(())
+            }
+            "expect_available" => {
+                let name = self.name(step);
+                let permits = step["permits"].as_u64().unwrap() as u32;
+                match self.client(step).semaphore(&name, permits).available().await {
+                    Ok(n) if step["count"].as_u64().is_some_and(|c| c != u64::from(n)) => {
+                        return Err(format!("{n} permits available, expected {}", step["count"]));
                     }
-                    Err(e) => Err(e),
+                    other => other.map(drop),
                 }
             }
             "release" => self.lease(step, "lease").release().await,
@@ -283,12 +390,34 @@ impl Run {
                 return Err(format!("{} local queue entries left", client.local_entries()));
             }
         }
-        for name in &self.names {
-            let info = checker.inspect(name).await.map_err(|e| e.to_string())?;
-            if info.holder.is_some() {
-                return Err(format!("{name} left held by {:?}", info.holder));
+        for task in self.tasks.values() {
+            task.abort();
+        }
+        for (name, kind) in &self.names {
+            let once = LockOptions::default();
+            match kind {
+                HoldKind::Read | HoldKind::Write => match checker.rw_lock(name).try_write(&once).await {
+                    Ok(Some(lease)) => lease.release().await.map_err(|e| e.to_string())?,
+                    Ok(None) => return Err(format!("read-write lock {name} left held")),
+                    Err(e) if e.kind() == ErrorKind::Unsupported => {}
+                    Err(e) => return Err(e.to_string()),
+                },
+                HoldKind::Permit { permits } => match checker.semaphore(name, *permits).available().await {
+                    Ok(n) if n != *permits => return Err(format!("semaphore {name} left {n} of {permits} permits")),
+                    Err(e) if !matches!(e.kind(), ErrorKind::Unsupported | ErrorKind::InvalidArgument) => {
+                        return Err(e.to_string());
+                    }
+                    _ => {}
+                },
+                _ => {
+                    let info = checker.inspect(name).await.map_err(|e| e.to_string())?;
+                    if info.holder.is_some() {
+                        return Err(format!("{name} left held by {:?}", info.holder));
+                    }
+                }
             }
         }
+        checker.close().await;
         Ok(())
     }
 }
@@ -302,6 +431,8 @@ async fn run_backend(label: &str, url: String, unreachable: Option<&str>) {
         ("native_wait", caps.native_wait),
         ("fair", caps.fair),
         ("session_bound", caps.session_bound),
+        ("rw_lock", caps.rw_lock),
+        ("semaphore", caps.semaphore),
     ]
     .into_iter()
     .filter_map(|(n, on)| on.then_some(n))
@@ -309,7 +440,9 @@ async fn run_backend(label: &str, url: String, unreachable: Option<&str>) {
     let mut failures = Vec::new();
     let mut row = Vec::new();
     for sc in scenarios() {
-        if sc.unless.iter().any(|c| flags.contains(&c.as_str())) {
+        if sc.unless.iter().any(|c| flags.contains(&c.as_str()))
+            || sc.requires.iter().any(|c| !flags.contains(&c.as_str()))
+        {
             row.push(format!("{}=skip", sc.name));
             continue;
         }
@@ -320,6 +453,7 @@ async fn run_backend(label: &str, url: String, unreachable: Option<&str>) {
             clients: HashMap::new(),
             leases: HashMap::new(),
             names: Vec::new(),
+            tasks: HashMap::new(),
         };
         let mut result = Ok(());
         for (i, step) in sc.steps.iter().enumerate() {

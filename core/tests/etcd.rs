@@ -1,6 +1,7 @@
 //! The etcd backend against a real server (`FENCELOCK_TEST_ETCD`, started by scripts/services.sh): queue order,
-//! cleanup of abandoned queue keys, and interop with `etcdctl lock`. Each test works under a prefix of its own and
-//! ends by checking that nothing is left under it.
+//! cleanup of abandoned queue keys, interop with `etcdctl lock` and with recipe-shaped read-write keys, and the key
+//! layouts of read-write locks and semaphores. Each test works under a prefix of its own and ends by checking that
+//! nothing is left under it.
 
 mod support;
 
@@ -261,5 +262,293 @@ async fn a_dead_first_endpoint_fails_over_to_the_next() {
     assert!(started.elapsed() < BOUND, "took {:?}", started.elapsed());
     client.close().await;
     etcd.raw.delete(&format!("fencelock/fence/{name}-resource")).await.unwrap();
+    etcd.assert_clean().await;
+}
+
+/// The Unix nanoseconds a recipe-shaped key ends in, checked to be about now.
+fn nanos_in(key: &str) -> u128 {
+    let nanos: u128 = key.rsplit_once('/').unwrap().1.parse().unwrap_or_else(|_| panic!("{key}: no nanos"));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    assert!(now.abs_diff(nanos) < 60_000_000_000, "{key}: not a timestamp of now");
+    nanos
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_and_write_keys_follow_the_rwmutex_recipe_layout() {
+    let Some(etcd) = Etcd::open().await else { return };
+    let name = etcd.name("rw-layout");
+    let records = format!("fencelock/rwepoch/{name}/");
+    let opts = LockOptions::default();
+    let (a, b, c) = (
+        Client::connect(&etcd.url).await.unwrap(),
+        Client::connect(&etcd.url).await.unwrap(),
+        Client::connect(&etcd.url).await.unwrap(),
+    );
+    let first = a.rw_lock(&name).read(&opts).await.unwrap();
+    let keys = etcd.raw.keys(&format!("{name}/")).await.unwrap();
+    assert_eq!(keys.len(), 1);
+    let key = String::from_utf8(keys[0].key.clone()).unwrap();
+    assert!(key.starts_with(&format!("{name}/read/")), "{key}");
+    assert!(keys[0].lease != 0 && !keys[0].value.is_empty(), "on the lease, the holder id as value");
+    // The first reader of a run starts the epoch: its record is empty, and its create revision is the token.
+    let record = etcd.raw.keys(&records).await.unwrap();
+    assert_eq!(record.len(), 1);
+    assert_eq!(record[0].key, format!("{records}{}", nanos_in(&key)).into_bytes());
+    assert_eq!((record[0].value.as_slice(), record[0].create_revision as u64), (&b""[..], first.fence()));
+
+    let second = b.rw_lock(&name).read(&opts).await.unwrap();
+    assert_eq!(second.fence(), first.fence(), "readers of one run share the epoch");
+    let record = etcd.raw.keys(&records).await.unwrap();
+    assert_eq!(record[1].value, first.fence().to_string().into_bytes(), "a later reader copies the epoch");
+
+    let writer = {
+        let (c, name) = (c.clone(), name.clone());
+        tokio::spawn(async move { c.rw_lock(&name).write(&LockOptions::default()).await })
+    };
+    etcd.until_count(&format!("{name}/"), 3).await;
+    let keys = etcd.raw.keys(&format!("{name}/")).await.unwrap();
+    let write_key = String::from_utf8(keys[2].key.clone()).unwrap();
+    assert!(write_key.starts_with(&format!("{name}/write/")), "{write_key}");
+    nanos_in(&write_key);
+    // What a Go recipe.RWMutex would wait for: keys are never modified, so its mod-revision order is ours.
+    let below_writer = etcd.raw.last_modified_before(&format!("{name}/"), keys[2].create_revision).await.unwrap();
+    assert_eq!(below_writer.as_deref(), Some(String::from_utf8(keys[1].key.clone()).unwrap().as_str()));
+    assert!(keys.iter().all(|kv| kv.mod_revision == kv.create_revision));
+
+    first.release().await.unwrap();
+    second.release().await.unwrap();
+    let write = timeout(BOUND, writer).await.expect("the writer follows the readers").unwrap().unwrap();
+    assert!(write.fence() > first.fence());
+    assert_eq!(etcd.raw.count(&records).await.unwrap().0, 0, "records go with their read keys");
+    write.release().await.unwrap();
+    etcd.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recipe_writer_key_excludes_fencelock_and_a_fencelock_reader_blocks_a_recipe_writer() {
+    let Some(etcd) = Etcd::open().await else { return };
+    let name = etcd.name("rw-recipe");
+    let client = Client::connect(&etcd.url).await.unwrap();
+    let opts = LockOptions::default();
+    // A Go recipe.RWMutex's Lock(): a valueless key <pfx>/write/<unix nanos> on its session's lease.
+    let lease = etcd.raw.grant(30).await.unwrap();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let recipe_key = format!("{name}/write/{nanos}");
+    etcd.raw.put(&recipe_key, b"", lease).await.unwrap();
+    assert!(client.rw_lock(&name).try_read(&opts).await.unwrap().is_none(), "the recipe's writer excludes readers");
+    assert!(client.rw_lock(&name).try_write(&opts).await.unwrap().is_none(), "and writers");
+    let reader = {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move { client.rw_lock(&name).read(&LockOptions::default()).await })
+    };
+    etcd.until_count(&format!("{name}/"), 2).await;
+    assert!(!reader.is_finished());
+    etcd.raw.delete(&recipe_key).await.unwrap(); // the recipe's Unlock()
+    let read = timeout(BOUND, reader).await.expect("the reader follows the recipe's writer").unwrap().unwrap();
+
+    // The other way: a recipe writer queued now waits for our reader, a recipe reader for no one.
+    let recipe_rev = etcd.raw.put(&format!("{name}/write/{}", nanos + 1), b"", lease).await.unwrap();
+    let our_key = String::from_utf8(etcd.raw.keys(&format!("{name}/read/")).await.unwrap()[0].key.clone()).unwrap();
+    let writer_waits_for = etcd.raw.last_modified_before(&format!("{name}/"), recipe_rev).await.unwrap();
+    assert_eq!(writer_waits_for, Some(our_key));
+    let reader_waits_for = etcd.raw.last_modified_before(&format!("{name}/write"), recipe_rev).await.unwrap();
+    assert_eq!(reader_waits_for, None);
+    etcd.raw.revoke(lease).await.unwrap();
+    read.release().await.unwrap();
+    etcd.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_keys_follow_the_documented_layout_and_waiters_are_served_in_order() {
+    let Some(etcd) = Etcd::open().await else { return };
+    let name = etcd.name("sem-layout");
+    let config = format!("fencelock/sempermits/{name}");
+    let opts = LockOptions::default();
+    let clients = [(); 4].map(|_| Client::connect(&etcd.url));
+    let [a, b, c, d] = futures::future::join_all(clients).await.try_into().unwrap();
+    let (a, b, c, d) = (a.unwrap(), b.unwrap(), c.unwrap(), d.unwrap());
+    let p = a.semaphore(&name, 2).acquire(&opts).await.unwrap();
+    let q = b.semaphore(&name, 2).acquire(&opts).await.unwrap();
+    let slots = etcd.raw.keys(&format!("{name}/sem/slot/")).await.unwrap();
+    let expect = |lease: &fencelock::Lease| format!("{name}/sem/slot/{}", lease.slot().unwrap()).into_bytes();
+    assert_eq!(slots.iter().map(|kv| kv.key.clone()).collect::<Vec<_>>(), [expect(&p), expect(&q)]);
+    assert_eq!(slots[0].create_revision as u64, p.fence(), "a slot's token is its key's create revision");
+    assert!(slots.iter().all(|kv| kv.lease != 0));
+    assert_eq!(etcd.raw.keys(&config).await.unwrap()[0].value, b"2");
+
+    let wait = |client: &Client| {
+        let (client, name) = (client.clone(), name.clone());
+        tokio::spawn(async move { client.semaphore(&name, 2).acquire(&LockOptions::default()).await })
+    };
+    let waiters = format!("{name}/sem/wait/");
+    let third = wait(&c);
+    etcd.until_count(&waiters, 1).await;
+    let fourth = wait(&d);
+    etcd.until_count(&waiters, 2).await;
+    for kv in etcd.raw.keys(&waiters).await.unwrap() {
+        nanos_in(&String::from_utf8(kv.key).unwrap());
+    }
+
+    let (p_slot, p_token) = (p.slot(), p.fence());
+    p.release().await.unwrap();
+    let third = timeout(BOUND, third).await.expect("the first waiter gets the freed slot").unwrap().unwrap();
+    assert_eq!((third.slot(), third.fence() > p_token), (p_slot, true));
+    etcd.until_count(&waiters, 1).await;
+    assert!(!fourth.is_finished(), "one slot freed serves one waiter");
+    q.release().await.unwrap();
+    let fourth = timeout(BOUND, fourth).await.expect("the second waiter gets the next slot").unwrap().unwrap();
+    assert_eq!(a.semaphore(&name, 2).available().await.unwrap(), 0);
+    third.release().await.unwrap();
+    fourth.release().await.unwrap();
+    etcd.assert_clean().await;
+    etcd.raw.delete(&config).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_that_start_together_share_one_epoch() {
+    let Some(etcd) = Etcd::open().await else { return };
+    let name = etcd.name("rw-race");
+    // Eight first readers at once: each record Txn checks that no record appeared since it looked, so only one
+    // starts the epoch and the others copy it.
+    let reads = (0..8).map(|_| {
+        let (url, name) = (etcd.url.clone(), name.clone());
+        async move {
+            let client = Client::connect(&url).await.unwrap();
+            let lease = client.rw_lock(&name).read(&LockOptions::default()).await.unwrap();
+            (client, lease)
+        }
+    });
+    let held = futures::future::join_all(reads).await;
+    let tokens: Vec<u64> = held.iter().map(|(_, lease)| lease.fence()).collect();
+    assert!(tokens.iter().all(|&t| t == tokens[0]), "overlapping readers drew {tokens:?}");
+    for (client, lease) in held {
+        lease.release().await.unwrap();
+        client.close().await;
+    }
+    etcd.assert_clean().await;
+    assert_eq!(etcd.raw.count(&format!("fencelock/rwepoch/{name}/")).await.unwrap().0, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downgrade_passes_a_queued_writer_which_then_waits_for_the_read() {
+    let Some(etcd) = Etcd::open().await else { return };
+    let name = etcd.name("rw-downgrade");
+    let (a, c) = (Client::connect(&etcd.url).await.unwrap(), Client::connect(&etcd.url).await.unwrap());
+    let job = LockOptions::default().owner("job");
+    let write = a.rw_lock(&name).write(&job).await.unwrap();
+    let mut writer = {
+        let (c, name) = (c.clone(), name.clone());
+        tokio::spawn(async move { c.rw_lock(&name).write(&LockOptions::default()).await })
+    };
+    etcd.until_count(&format!("{name}/"), 2).await;
+    // The read key lies above the queued writer's: the owner's write hold lets it through all the same.
+    let read = timeout(BOUND, a.rw_lock(&name).read(&job)).await.expect("a downgrade does not queue").unwrap();
+    assert!(read.fence() > write.fence());
+    write.release().await.unwrap();
+    // The writer's key is below the read key, so only the read's grant record keeps the writer out.
+    // A negative: the writer is woken by the write key's delete and must stay out for as long as we look.
+    let early = timeout(Duration::from_millis(500), &mut writer).await;
+    assert!(early.is_err(), "the writer got in beside the downgraded read");
+    read.release().await.unwrap();
+    let w = timeout(BOUND, writer).await.expect("the writer follows the read").unwrap().unwrap();
+    assert!(w.fence() > read.fence());
+    w.release().await.unwrap();
+    etcd.assert_clean().await;
+}
+
+/// How many acquire attempts `client` has sent to the backend.
+fn attempts(client: &Client) -> u64 {
+    client.metrics().backend_ops.get("acquire").map_or(0, |by| by.values().map(|h| h.count).sum())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freed_slot_wakes_one_waiter_not_all() {
+    let Some(etcd) = Etcd::open().await else { return };
+    let name = etcd.name("sem-herd");
+    let waiters = format!("{name}/sem/wait/");
+    let holder = Client::connect(&etcd.url).await.unwrap();
+    let held = holder.semaphore(&name, 1).acquire(&LockOptions::default()).await.unwrap();
+    let mut queued = Vec::new();
+    for i in 0..3 {
+        let client = Client::connect(&etcd.url).await.unwrap();
+        let (c, name) = (client.clone(), name.clone());
+        let task = tokio::spawn(async move { c.semaphore(&name, 1).acquire(&LockOptions::default()).await });
+        etcd.until_count(&waiters, i + 1).await;
+        queued.push((client, task));
+    }
+    assert!(queued.iter().all(|(c, _)| attempts(c) == 1), "each waiter looked once and watches");
+    held.release().await.unwrap();
+    let (first, task) = queued.remove(0);
+    let permit = timeout(BOUND, task).await.expect("the first waiter gets the slot").unwrap().unwrap();
+    // A negative: the others must not look again for as long as we watch (a herd would at once).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let looks: Vec<u64> = queued.iter().map(|(c, _)| attempts(c)).collect();
+    assert_eq!(looks, [1, 1], "a waiter that could not gain looked again");
+    permit.release().await.unwrap();
+    first.close().await;
+    for (client, task) in queued {
+        let permit = timeout(BOUND, task).await.expect("the next waiter gets the slot").unwrap().unwrap();
+        permit.release().await.unwrap();
+        client.close().await;
+    }
+    etcd.assert_clean().await;
+    etcd.raw.delete(&format!("fencelock/sempermits/{name}")).await.unwrap();
+}
+
+/// What the mixed workload's clients hold, as they see it: a hold is noted after its grant returns and forgotten
+/// before its release is sent, so an overlap seen here is an overlap in etcd.
+#[derive(Default)]
+struct Holds {
+    readers: u32,
+    writer: bool,
+    /// The largest token of a hold already forgotten.
+    ended: u64,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_readers_and_writers_never_overlap_and_tokens_rise() {
+    let Some(etcd) = Etcd::open().await else { return };
+    let name = etcd.name("rw-mixed");
+    let holds = Arc::new(Mutex::new(Holds::default()));
+    let workers = (0..4u64).map(|w| {
+        let (url, name, holds) = (etcd.url.clone(), name.clone(), holds.clone());
+        tokio::spawn(async move {
+            let client = Client::connect(&url).await.unwrap();
+            let rw = client.rw_lock(&name);
+            for i in 0..12u64 {
+                // A fixed mix: every third hold of a worker is a write, at a different step per worker.
+                let write = (i + w) % 3 == 0;
+                let opts = LockOptions::default().timeout(BOUND);
+                let lease = if write { rw.write(&opts).await } else { rw.read(&opts).await }.unwrap();
+                {
+                    let mut h = holds.lock().unwrap();
+                    assert!(!h.writer, "a hold beside a writer");
+                    assert!(lease.fence() >= h.ended, "token {} below an ended hold's {}", lease.fence(), h.ended);
+                    if write {
+                        assert_eq!(h.readers, 0, "a writer beside readers");
+                        assert!(lease.fence() > h.ended, "a write token not above every ended hold's");
+                        h.writer = true;
+                    } else {
+                        h.readers += 1;
+                    }
+                }
+                tokio::task::yield_now().await;
+                {
+                    let mut h = holds.lock().unwrap();
+                    if write {
+                        h.writer = false
+                    } else {
+                        h.readers -= 1
+                    }
+                    h.ended = h.ended.max(lease.fence());
+                }
+                lease.release().await.unwrap();
+            }
+            client.close().await;
+        })
+    });
+    for worker in futures::future::join_all(workers).await {
+        worker.unwrap();
+    }
     etcd.assert_clean().await;
 }

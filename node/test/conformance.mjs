@@ -230,7 +230,11 @@ async function runBackend(label, url, unreachable) {
   const failures = [];
   let passed = 0;
   for (const sc of scenarios()) {
-    if ((sc.unless ?? []).some((c) => flags.includes(c))) {
+    // Read-write locks and semaphores are not in this binding yet (issue 18): their scenarios are skipped.
+    const needsKinds =
+      (sc.requires ?? []).length > 0 ||
+      sc.steps.some((st) => 'kind' in st || ['join', 'expect_slot', 'expect_available'].includes(st.op));
+    if (needsKinds || (sc.unless ?? []).some((c) => flags.includes(c))) {
       row.push(`${sc.name}=skip`);
       continue;
     }

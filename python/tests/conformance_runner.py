@@ -35,6 +35,17 @@ class Scenario:
     name: str
     unless: List[str]
     steps: List[Dict[str, Any]]
+    #: Holds read-write locks or semaphores, which this binding does not expose yet (issue 18): skipped.
+    needs_kinds: bool = False
+
+
+#: The steps' ops of the read-write lock and semaphore scenarios.
+KIND_OPS = ("join", "expect_slot", "expect_available")
+
+
+def needs_kinds(data: Dict[str, Any]) -> bool:
+    """Whether a scenario asks for a read-write lock or a semaphore."""
+    return bool(data.get("requires")) or any("kind" in st or st["op"] in KIND_OPS for st in data["steps"])
 
 
 def scenarios() -> List[Scenario]:
@@ -42,7 +53,7 @@ def scenarios() -> List[Scenario]:
     out = []
     for path in sorted(SCENARIO_DIR.glob("*.json")):
         data = json.loads(path.read_text())
-        out.append(Scenario(data["name"], list(data.get("unless", [])), list(data["steps"])))
+        out.append(Scenario(data["name"], list(data.get("unless", [])), list(data["steps"]), needs_kinds(data)))
     return out
 
 
@@ -246,7 +257,7 @@ def capability_flags(url: str) -> List[str]:
 
 def run_scenario(sc: Scenario, url: str, unreachable: Optional[str], flags: List[str]) -> str:
     """Runs one scenario; returns "pass" or "skip", raises StepFailed naming the failed step."""
-    if any(c in flags for c in sc.unless):
+    if sc.needs_kinds or any(c in flags for c in sc.unless):
         return "skip"
     run = Run(url, unreachable, unique(f"conformance/{sc.name}"))
     try:

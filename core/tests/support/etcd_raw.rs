@@ -4,11 +4,13 @@
 use std::time::Duration;
 
 use fencelock_proto::etcdserverpb::kv_client::KvClient;
+use fencelock_proto::etcdserverpb::lease_client::LeaseClient;
 use fencelock_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use fencelock_proto::etcdserverpb::range_request::{SortOrder, SortTarget};
 use fencelock_proto::etcdserverpb::watch_client::WatchClient;
 use fencelock_proto::etcdserverpb::{
-    DeleteRangeRequest, RangeRequest, RangeResponse, StatusRequest, WatchCreateRequest, WatchRequest, watch_request,
+    DeleteRangeRequest, LeaseGrantRequest, LeaseRevokeRequest, PutRequest, RangeRequest, RangeResponse, StatusRequest,
+    WatchCreateRequest, WatchRequest, watch_request,
 };
 use fencelock_proto::mvccpb::KeyValue;
 use fencelock_proto::prefix_end;
@@ -62,6 +64,37 @@ impl Raw {
         };
         let found = self.range(range).await?;
         Ok((found.count, found.header.map_or(0, |h| h.revision)))
+    }
+
+    /// A lease of `ttl` seconds, not kept alive: the keys on it go once it runs out or is revoked.
+    pub async fn grant(&self, ttl: i64) -> Result<i64, Status> {
+        Ok(LeaseClient::new(self.channel.clone()).lease_grant(LeaseGrantRequest { ttl, id: 0 }).await?.into_inner().id)
+    }
+
+    pub async fn revoke(&self, id: i64) -> Result<(), Status> {
+        LeaseClient::new(self.channel.clone()).lease_revoke(LeaseRevokeRequest { id }).await.map(drop)
+    }
+
+    /// Puts `key` on `lease` (0: none) and returns the revision of the put.
+    pub async fn put(&self, key: &str, value: &[u8], lease: i64) -> Result<i64, Status> {
+        let put = PutRequest { key: key.into(), value: value.to_vec(), lease, ..Default::default() };
+        Ok(self.kv().put(put).await?.into_inner().header.map_or(0, |h| h.revision))
+    }
+
+    /// The key a Go `recipe.RWMutex` waits for (its `waitOnLastRev`): under `prefix`, the last modified before
+    /// revision `below`.
+    pub async fn last_modified_before(&self, prefix: &str, below: i64) -> Result<Option<String>, Status> {
+        let range = RangeRequest {
+            key: prefix.into(),
+            range_end: prefix_end(prefix.as_bytes()),
+            sort_target: SortTarget::Mod as i32,
+            sort_order: SortOrder::Descend as i32,
+            max_mod_revision: below - 1,
+            limit: 1,
+            ..Default::default()
+        };
+        let found = self.range(range).await?.kvs.into_iter().next();
+        Ok(found.map(|kv| String::from_utf8(kv.key).unwrap()))
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), Status> {

@@ -131,9 +131,21 @@ class ConformanceTest {
         }
     }
 
+    /** Read-write locks and semaphores are not in this binding yet (issue 18): their scenarios are skipped. */
+    static boolean needsKinds(Scenario sc) {
+        for (JsonElement e : sc.steps()) {
+            JsonObject st = e.getAsJsonObject();
+            String op = st.get("op").getAsString();
+            if (st.has("kind") || op.equals("join") || op.equals("expect_slot") || op.equals("expect_available")) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     static String run(Scenario sc, String url, String unreachable) {
         List<String> flags = flags(url);
-        if (sc.unless().stream().anyMatch(flags::contains)) {
+        if (needsKinds(sc) || sc.unless().stream().anyMatch(flags::contains)) {
             return "skip";
         }
         Run run = new Run(url, unreachable, Services.unique("conformance/" + sc.name()));
