@@ -22,6 +22,12 @@
 // `timeout_ms` value that makes `fencelock_lock` wait until the lock is free (the default).
 #define FENCELOCK_WAIT_FOREVER UINT64_MAX
 
+// `mode` of `fencelock_rw_lock`: a read hold, shared with other readers.
+#define FENCELOCK_READ 1
+
+// `mode` of `fencelock_rw_lock`: the write hold, alone.
+#define FENCELOCK_WRITE 2
+
 // The result of every operation: `FENCELOCK_OK`, an error code of DESIGN.md §5, or `FENCELOCK_BUSY`.
 typedef enum fencelock_status {
   // Success.
@@ -376,6 +382,70 @@ struct fencelock_lock_options fencelock_lock_options_default(void);
 
 // The default client options: 5 s to connect, 5 s per request, metrics on, no lock names as labels.
 struct fencelock_client_options fencelock_client_options_default(void);
+
+// A hold of the read-write lock `name`: `mode` `FENCELOCK_READ` (many readers at once) or `FENCELOCK_WRITE` (alone;
+// a waiting writer blocks new readers). Waits up to `opts->timeout_ms`; `opts` NULL means the defaults. On success
+// a new lease in `*out` (free it with `fencelock_lease_free`); readers whose holds overlap share one fence token.
+// A writer may also take the read lock with the same owner (a downgrade); a reader asking for the write lock with
+// its owner gets `FENCELOCK_INVALID_ARGUMENT`. `FENCELOCK_UNSUPPORTED` if the backend has no read-write locks.
+//
+// # Safety
+// As for `fencelock_lock`.
+enum fencelock_status fencelock_rw_lock(const struct fencelock_client *client,
+                                        const char *name,
+                                        int mode,
+                                        const struct fencelock_lock_options *opts,
+                                        struct fencelock_lease **out);
+
+// One attempt at `fencelock_rw_lock`: `FENCELOCK_OK` and a lease, or `FENCELOCK_BUSY` (and NULL) while a writer
+// holds or waits (read) or anyone holds (write).
+//
+// # Safety
+// As for `fencelock_lock`.
+enum fencelock_status fencelock_try_rw_lock(const struct fencelock_client *client,
+                                            const char *name,
+                                            int mode,
+                                            const struct fencelock_lock_options *opts,
+                                            struct fencelock_lease **out);
+
+// A permit of the semaphore `name` of `permits` permits (every client of the name must use the same number, else
+// `FENCELOCK_INVALID_ARGUMENT` naming both). Waits up to `opts->timeout_ms` while all are held. The lease's fence
+// token is its slot's own counter; `fencelock_lease_slot` gives the slot (0…permits−1). A crashed holder's permit
+// comes back after its TTL.
+//
+// # Safety
+// As for `fencelock_lock`.
+enum fencelock_status fencelock_semaphore_acquire(const struct fencelock_client *client,
+                                                  const char *name,
+                                                  uint32_t permits,
+                                                  const struct fencelock_lock_options *opts,
+                                                  struct fencelock_lease **out);
+
+// One attempt at `fencelock_semaphore_acquire`: `FENCELOCK_OK` and a lease, or `FENCELOCK_BUSY` (and NULL) while
+// every permit is held.
+//
+// # Safety
+// As for `fencelock_lock`.
+enum fencelock_status fencelock_semaphore_try_acquire(const struct fencelock_client *client,
+                                                      const char *name,
+                                                      uint32_t permits,
+                                                      const struct fencelock_lock_options *opts,
+                                                      struct fencelock_lease **out);
+
+// Stores in `*out_count` how many of the semaphore's `permits` permits nobody holds now.
+//
+// # Safety
+// `client` NULL or a live client; `name` NULL or a NUL-terminated string; `out_count` NULL or writable.
+enum fencelock_status fencelock_semaphore_available(const struct fencelock_client *client,
+                                                    const char *name,
+                                                    uint32_t permits,
+                                                    uint32_t *out_count);
+
+// The semaphore slot (0…permits−1) a permit's lease occupies; -1 for a lease of another kind, or NULL.
+//
+// # Safety
+// `lease` is NULL or a live lease.
+int64_t fencelock_lease_slot(const struct fencelock_lease *lease);
 
 // The message of the last failing call on this thread (kind, function, lock, backend and bad value), or "" if
 // none failed yet. The string stays valid until the next failing call on this thread; reading it does not clear it.

@@ -3,7 +3,7 @@
 use std::ffi::c_char;
 use std::ptr;
 
-use fencelock::Client;
+use fencelock::{Client, Lease, LockOptions};
 use fencelock_bridge::block_on;
 
 use crate::fence::fencelock_fence;
@@ -78,14 +78,10 @@ pub unsafe extern "C" fn fencelock_lock(
     opts: *const fencelock_lock_options,
     out: *mut *mut fencelock_lease,
 ) -> fencelock_status {
-    call("fencelock_lock", || {
-        let out = unsafe { args::out(out, "out", ptr::null_mut()) }?;
-        let client = unsafe { args::handle(client, "client") }?;
-        let name = unsafe { args::string(name, "name") }?;
-        let opts = unsafe { lock_options(opts) }?;
-        let lease = block_on(client.client.lock(name, &opts))??;
-        *out = lease::into_raw(lease);
-        Ok(fencelock_status::FENCELOCK_OK)
+    call("fencelock_lock", || unsafe {
+        acquire_with("fencelock_lock", client, name, opts, out, |c, name, opts| async move {
+            c.lock(&name, &opts).await.map(Some)
+        })
     })
 }
 
@@ -101,19 +97,42 @@ pub unsafe extern "C" fn fencelock_try_lock(
     opts: *const fencelock_lock_options,
     out: *mut *mut fencelock_lease,
 ) -> fencelock_status {
-    call("fencelock_try_lock", || {
-        let out = unsafe { args::out(out, "out", ptr::null_mut()) }?;
-        let client = unsafe { args::handle(client, "client") }?;
-        let name = unsafe { args::string(name, "name") }?;
-        let opts = unsafe { lock_options(opts) }?;
-        match block_on(client.client.try_lock(name, &opts))?? {
-            Some(lease) => {
-                *out = lease::into_raw(lease);
-                Ok(fencelock_status::FENCELOCK_OK)
-            }
-            None => Ok(busy("fencelock_try_lock", name)),
-        }
+    call("fencelock_try_lock", || unsafe {
+        acquire_with("fencelock_try_lock", client, name, opts, out, |c, name, opts| async move {
+            c.try_lock(&name, &opts).await
+        })
     })
+}
+
+/// The body of every entry point that makes a lease (`func`): checks the arguments, runs `acquire` with the
+/// client, the name and the options, and stores the lease in `*out`; `None` (one attempt found it taken) is
+/// `FENCELOCK_BUSY`.
+///
+/// # Safety
+/// As for `fencelock_lock`.
+pub(crate) unsafe fn acquire_with<F, Fut>(
+    func: &str,
+    client: *const fencelock_client,
+    name: *const c_char,
+    opts: *const fencelock_lock_options,
+    out: *mut *mut fencelock_lease,
+    acquire: F,
+) -> fencelock::Result<fencelock_status>
+where
+    F: FnOnce(Client, String, LockOptions) -> Fut,
+    Fut: Future<Output = fencelock::Result<Option<Lease>>>,
+{
+    let out = unsafe { args::out(out, "out", ptr::null_mut()) }?;
+    let client = unsafe { args::handle(client, "client") }?;
+    let name = unsafe { args::string(name, "name") }?;
+    let opts = unsafe { lock_options(opts) }?;
+    match block_on(acquire(client.client.clone(), name.to_string(), opts))?? {
+        Some(lease) => {
+            *out = lease::into_raw(lease);
+            Ok(fencelock_status::FENCELOCK_OK)
+        }
+        None => Ok(busy(func, name)),
+    }
 }
 
 /// The fenced register `resource`, stored in the client's backend: stores a new handle in `*out` (free it with

@@ -19,6 +19,12 @@ pub(crate) fn into_raw(lease: Lease) -> *mut fencelock_lease {
     Box::into_raw(Box::new(fencelock_lease { lease }))
 }
 
+impl fencelock_lease {
+    pub(crate) fn lease(&self) -> &Lease {
+        &self.lease
+    }
+}
+
 /// Drops `value` with the shared runtime entered, so anything its destructor spawns (a background release, closing
 /// connections) has a runtime to run on.
 pub(crate) fn drop_in_runtime<T>(value: T) {

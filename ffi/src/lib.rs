@@ -17,6 +17,7 @@ mod fence;
 mod lease;
 mod metrics;
 mod options;
+mod primitives;
 mod status;
 mod text;
 
@@ -25,6 +26,7 @@ pub use fence::fencelock_fence;
 pub use lease::fencelock_lease;
 pub use metrics::{FENCELOCK_METRICS_BUCKETS, fencelock_histogram, fencelock_metrics};
 pub use options::{FENCELOCK_WAIT_FOREVER, fencelock_client_options, fencelock_lock_options};
+pub use primitives::{FENCELOCK_READ, FENCELOCK_WRITE};
 pub use status::fencelock_status;
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The C tests: builds the debug cdylib, compiles ffi/tests/c/*.c and examples/c/demo.c with AddressSanitizer (which
-# includes LeakSanitizer on Linux), runs the conformance basics, the misuse and the metrics tests on a temporary SQLite file, on
-# Redis (FENCELOCK_TEST_REDIS), Redis behind Sentinel (FENCELOCK_TEST_SENTINEL) and on MariaDB (FENCELOCK_TEST_MYSQL), the demo, and the demo again as
+# includes LeakSanitizer on Linux), runs the conformance basics, the misuse, the metrics and the read-write lock and
+# semaphore tests on a temporary SQLite file, on Redis (FENCELOCK_TEST_REDIS), Redis behind Sentinel
+# (FENCELOCK_TEST_SENTINEL) and on MariaDB (FENCELOCK_TEST_MYSQL), the last also on memory://, etcd and PostgreSQL,
+# the demo, and the demo again as
 # examples/c/CMakeLists.txt builds it (cmake + pkg-config, installed with apt if missing), and prints `N passed, N failed`.
 # Usage: ffi/tests/run.sh [--no-build]
 # The ASan build runs the Rust code uninstrumented: ASan's malloc serves Rust's allocations too (Rust uses the
@@ -57,6 +59,8 @@ run() {
 run "conformance sqlite" "$WORK/conformance" "sqlite:$WORK/conformance.db"
 run "misuse sqlite" env FENCELOCK_RUNTIME_THREADS=3 "$WORK/misuse" "sqlite:$WORK/misuse.db"
 run "metrics sqlite" "$WORK/metrics" "sqlite:$WORK/metrics.db"
+run "primitives memory" "$WORK/primitives" "memory://c-primitives" require
+run "primitives sqlite" "$WORK/primitives" "sqlite:$WORK/primitives.db"
 # served LABEL VAR: the conformance basics and misuse tests on the server VAR names, if the test command started it.
 served() {
     local label=$1 url=${!2:-}
@@ -64,6 +68,7 @@ served() {
         run "conformance $label" "$WORK/conformance" "$url"
         run "misuse $label" "$WORK/misuse" "$url"
         run "metrics $label" "$WORK/metrics" "$url"
+        run "primitives $label" "$WORK/primitives" "$url"
     elif [[ ${FENCELOCK_REQUIRE_SERVICES:-} == 1 ]]; then
         echo "--- conformance $label: $2 is not set but FENCELOCK_REQUIRE_SERVICES=1"
         FAILED=$((FAILED + 1))
@@ -75,6 +80,10 @@ served redis FENCELOCK_TEST_REDIS
 served redis-tls FENCELOCK_TEST_REDIS_SECURE
 served redis-sentinel FENCELOCK_TEST_SENTINEL
 served mysql FENCELOCK_TEST_MYSQL
+# The read-write lock and semaphore tests also where those kinds are implemented beyond SQLite.
+for var in FENCELOCK_TEST_ETCD FENCELOCK_TEST_POSTGRES; do
+    if [[ -n ${!var:-} ]]; then run "primitives ${var#FENCELOCK_TEST_}" "$WORK/primitives" "${!var}"; fi
+done
 run "demo" "$WORK/demo" "sqlite:$WORK/demo.db"
 
 # The README's CMake example, as a user builds it: against an installed fencelock found through fencelock.pc.
