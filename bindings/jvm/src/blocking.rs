@@ -46,13 +46,16 @@ fn wait<F: Future<Output = fencelock::Result<T>>, T>(
     Ok(result?)
 }
 
-/// `lock`/`tryLock` on the calling thread: the lease handle, or 0 when `once` found the lock busy.
+/// `lock`/`tryLock` of a hold of `kind` (see `Native_lock`) on the calling thread: the lease handle, or 0 when
+/// `once` found it busy.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_dev_fencelock_Native_lockBlocking<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     h: jlong,
     name: JString<'l>,
+    kind: JString<'l>,
+    permits: jlong,
     ttl_ms: jlong,
     timeout_ms: jlong,
     watchdog: jboolean,
@@ -64,9 +67,10 @@ pub extern "system" fn Java_dev_fencelock_Native_lockBlocking<'l>(
     shim(&mut env, |env| {
         let client: Client = borrow::<Client>(h)?.clone();
         let name = string(env, &name, "the lock name")?;
+        let kind = fencelock_bridge::hold_kind(&name, &string(env, &kind, "the kind of hold")?, permits)?;
         let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?, fair);
         let lease =
-            wait(env, interruptible, fencelock_bridge::acquire(&client, &name, &opts, once)).map_err(|f| match f {
+            wait(env, interruptible, fencelock_bridge::hold(&client, &name, kind, &opts, once)).map_err(|f| match f {
                 Fail::Lock(e) => Fail::Lock(e.with_lock(&*name).with_backend(client.url())),
                 jni => jni,
             })?;

@@ -28,6 +28,8 @@ pub(crate) enum Value {
     Info { last_token: Option<u64>, remaining_ms: Option<u64>, holder: Option<String> },
     /// `forceRelease`: whether there was a record.
     Existed(bool),
+    /// `available`: a number of permits.
+    Count(u32),
     /// `fenceRead`: the highest accepted token and its value.
     Fence { token: u64, value: Vec<u8> },
     /// `onLost`: core's reason for the loss.
@@ -47,6 +49,7 @@ impl Value {
             Value::Lease { handle, fence } => (handle, fence as i64, None, None),
             Value::Info { last_token, remaining_ms, holder } => (known(last_token), known(remaining_ms), holder, None),
             Value::Existed(existed) => (existed as i64, 0, None, None),
+            Value::Count(n) => (i64::from(n), 0, None, None),
             Value::Fence { token, value } => (token as i64, 0, None, Some(value)),
             Value::Lost { reason } => (0, 0, Some(reason), None),
         }

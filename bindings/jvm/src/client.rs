@@ -18,6 +18,8 @@ const FENCING: jint = 1;
 const NATIVE_WAIT: jint = 2;
 const FAIR: jint = 4;
 const SESSION_BOUND: jint = 8;
+const RW_LOCK: jint = 16;
+const SEMAPHORE: jint = 32;
 
 /// Connects; `done(clientHandle, …)`. A null URL uses `FENCELOCK_URL`, else the embedded SQLite file.
 #[unsafe(no_mangle)]
@@ -81,19 +83,24 @@ pub extern "system" fn Java_dev_fencelock_Native_clientCapability<'l>(
         Ok(bit(c.fencing, FENCING)
             | bit(c.native_wait, NATIVE_WAIT)
             | bit(c.fair, FAIR)
-            | bit(c.session_bound, SESSION_BOUND))
+            | bit(c.session_bound, SESSION_BOUND)
+            | bit(c.rw_lock, RW_LOCK)
+            | bit(c.semaphore, SEMAPHORE))
     })
 }
 
 getter!(Java_dev_fencelock_Native_clientLocalEntries, Client, |c| -> jlong { c.local_entries() as jlong });
 
-/// `lock` (`once` false) or `tryLock` (`once` true); `done(leaseHandle or 0 when busy, fence, …)`.
+/// `lock` (`once` false) or `tryLock` (`once` true) of a hold of `kind` (`lock`, `read`, `write` or `permit` of
+/// `permits`); `done(leaseHandle or 0 when busy, fence, …)`.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_dev_fencelock_Native_lock<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     h: jlong,
     name: JString<'l>,
+    kind: JString<'l>,
+    permits: jlong,
     ttl_ms: jlong,
     timeout_ms: jlong,
     watchdog: jboolean,
@@ -105,9 +112,10 @@ pub extern "system" fn Java_dev_fencelock_Native_lock<'l>(
     shim(&mut env, |env| {
         let client = borrow::<Client>(h)?.clone();
         let name = string(env, &name, "the lock name")?;
+        let kind = fencelock_bridge::hold_kind(&name, &string(env, &kind, "the kind of hold")?, permits)?;
         let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?, fair);
         start(env, &completion, async move {
-            Ok(match fencelock_bridge::acquire(&client, &name, &opts, once).await? {
+            Ok(match fencelock_bridge::hold(&client, &name, kind, &opts, once).await? {
                 Some(lease) => Value::Lease { fence: lease.fence(), handle: into_handle(JLease::new(lease)) },
                 None => Value::Busy,
             })
@@ -134,6 +142,25 @@ pub extern "system" fn Java_dev_fencelock_Native_inspect<'l>(
                 remaining_ms: info.remaining.map(|d| d.as_millis() as u64),
                 holder: info.holder,
             })
+        })
+    })
+}
+
+/// `done(permits of the semaphore not held now)`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_available<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    name: JString<'l>,
+    permits: jlong,
+    completion: JObject<'l>,
+) -> jlong {
+    shim(&mut env, |env| {
+        let client = borrow::<Client>(h)?.clone();
+        let name = string(env, &name, "the semaphore name")?;
+        start(env, &completion, async move {
+            Ok(Value::Count(fencelock_bridge::available(&client, &name, permits).await?))
         })
     })
 }

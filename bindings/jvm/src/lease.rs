@@ -37,6 +37,8 @@ pub extern "system" fn Java_dev_fencelock_Native_leaseFree<'l>(_env: EnvUnowned<
 
 getter!(Java_dev_fencelock_Native_leaseFence, JLease, |l| -> jlong { l.lease.fence() as jlong });
 
+getter!(Java_dev_fencelock_Native_leaseSlot, JLease, |l| -> jlong { l.lease.slot().map_or(-1, jlong::from) });
+
 getter!(Java_dev_fencelock_Native_leaseHolder, JLease, |l| -> String l.lease.holder());
 
 getter!(Java_dev_fencelock_Native_leaseRemainingMs, JLease, |l| -> jlong { l.lease.remaining().as_millis() as jlong });

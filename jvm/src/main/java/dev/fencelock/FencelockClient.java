@@ -118,10 +118,7 @@ public final class FencelockClient implements AutoCloseable {
 
     /** Takes {@code name}, waiting up to {@code options.timeout()} ({@code TIMEOUT} after that). */
     public Lease lock(String name, LockOptions options) {
-        if (Threads.currentIsVirtual()) {
-            return Call.awaitCancellable(acquire(name, options, false), "lock " + quote(name));
-        }
-        return acquireHere(name, options, false, true);
+        return hold(name, Hold.MUTEX, options);
     }
 
     /** One attempt with the default options: the lease, or empty if someone else holds {@code name}. */
@@ -131,15 +128,12 @@ public final class FencelockClient implements AutoCloseable {
 
     /** One attempt: the lease, or empty if someone else holds {@code name}. */
     public Optional<Lease> tryLock(String name, LockOptions options) {
-        if (Threads.currentIsVirtual()) {
-            return Call.awaitCancellable(tryAcquire(name, options), "tryLock " + quote(name));
-        }
-        return Optional.ofNullable(acquireHere(name, options, true, true));
+        return tryHold(name, Hold.MUTEX, options);
     }
 
     /** {@link #lock(String, LockOptions)} without blocking; the owner defaults to the calling thread. */
     public CompletableFuture<Lease> lockAsync(String name, LockOptions options) {
-        return Call.publish(acquire(name, options, false), Lease::abandon);
+        return holdAsync(name, Hold.MUTEX, options);
     }
 
     /** {@link #lock(String)} without blocking. */
@@ -149,7 +143,7 @@ public final class FencelockClient implements AutoCloseable {
 
     /** {@link #tryLock(String, LockOptions)} without blocking. */
     public CompletableFuture<Optional<Lease>> tryLockAsync(String name, LockOptions options) {
-        return Call.publish(tryAcquire(name, options), lease -> lease.ifPresent(Lease::abandon));
+        return Call.publish(tryAcquire(name, Hold.MUTEX, options), lease -> lease.ifPresent(Lease::abandon));
     }
 
     /**
@@ -162,7 +156,50 @@ public final class FencelockClient implements AutoCloseable {
 
     /** {@link #mutex(String)} with a TTL and watchdog setting; the owner is always the calling thread. */
     public Lock mutex(String name, LockOptions options) {
-        return new FencelockMutex(this, name, options);
+        return new FencelockMutex(this, name, options, Hold.MUTEX);
+    }
+
+    /**
+     * The read-write lock {@code name} (DESIGN.md §4b): a {@link java.util.concurrent.locks.ReadWriteLock} whose
+     * locks belong to the calling thread, plus lease methods ({@code read}, {@code write}, their {@code try…} and
+     * {@code …Async} forms). {@code UNSUPPORTED} on first use if the backend has none.
+     */
+    public FencelockReadWriteLock readWriteLock(String name) {
+        return readWriteLock(name, LockOptions.defaults());
+    }
+
+    /** {@link #readWriteLock(String)} whose {@code Lock}s use a TTL and watchdog setting of their own. */
+    public FencelockReadWriteLock readWriteLock(String name, LockOptions options) {
+        return new FencelockReadWriteLock(this, name, options);
+    }
+
+    /**
+     * The semaphore {@code name} of {@code permits} leased permits (DESIGN.md §4b); every client of the name must use
+     * the same number. {@code UNSUPPORTED} on first use if the backend has none.
+     */
+    public FencelockSemaphore semaphore(String name, int permits) {
+        return new FencelockSemaphore(this, name, permits);
+    }
+
+    /** A hold of {@code hold} on {@code name}, waiting up to {@code options.timeout()}: the engine of every kind. */
+    Lease hold(String name, Hold hold, LockOptions options) {
+        if (Threads.currentIsVirtual()) {
+            return Call.awaitCancellable(acquire(name, hold, options, false), hold.label() + " " + quote(name));
+        }
+        return acquireHere(name, hold, options, false, true);
+    }
+
+    /** One attempt at a hold: empty if busy. */
+    Optional<Lease> tryHold(String name, Hold hold, LockOptions options) {
+        if (Threads.currentIsVirtual()) {
+            return Call.awaitCancellable(tryAcquire(name, hold, options), "try " + hold.label() + " " + quote(name));
+        }
+        return Optional.ofNullable(acquireHere(name, hold, options, true, true));
+    }
+
+    /** {@link #hold} without blocking. */
+    CompletableFuture<Lease> holdAsync(String name, Hold hold, LockOptions options) {
+        return Call.publish(acquire(name, hold, options, false), Lease::abandon);
     }
 
     /** The fenced register {@code resource}, stored in this client's backend. */
@@ -211,28 +248,30 @@ public final class FencelockClient implements AutoCloseable {
      * Acquires on this (platform) thread: null if {@code once} found the lock busy. With {@code interruptible}, an
      * interrupt cancels the wait and throws {@code CANCELLED} with the interrupt flag left set.
      */
-    Lease acquireHere(String name, LockOptions options, boolean once, boolean interruptible) {
+    Lease acquireHere(String name, Hold hold, LockOptions options, boolean once, boolean interruptible) {
         LockOptions o = options == null ? LockOptions.defaults() : options;
         String owner = o.ownerForCaller();
-        long lease = call(p -> Native.lockBlocking(p, name, o.ttlMillis(), once ? -1 : o.timeoutMillis(), o.watchdog(),
-                owner, o.fairCode(), once, interruptible));
+        long lease = call(p -> Native.lockBlocking(p, name, hold.kind(), hold.permits(), o.ttlMillis(),
+                once ? -1 : o.timeoutMillis(), o.watchdog(), owner, o.fairCode(), once, interruptible));
         return lease == 0 ? null : new Lease(lease, name, Native.leaseFence(lease));
     }
 
-    CompletableFuture<Lease> acquire(String name, LockOptions options, boolean once) {
+    CompletableFuture<Lease> acquire(String name, Hold hold, LockOptions options, boolean once) {
         LockOptions o = options == null ? LockOptions.defaults() : options;
         String owner = o.ownerForCaller();
         return call(p -> Call.start((a, fence, t, d) -> a == 0 ? null : new Lease(a, name, fence), Lease::abandon,
-                c -> Native.lock(p, name, o.ttlMillis(), o.timeoutMillis(), o.watchdog(), owner, o.fairCode(), once, c)));
+                c -> Native.lock(p, name, hold.kind(), hold.permits(), o.ttlMillis(), o.timeoutMillis(), o.watchdog(),
+                        owner, o.fairCode(), once, c)));
     }
 
-    private CompletableFuture<Optional<Lease>> tryAcquire(String name, LockOptions options) {
+    private CompletableFuture<Optional<Lease>> tryAcquire(String name, Hold hold, LockOptions options) {
         LockOptions o = options == null ? LockOptions.defaults() : options;
         String owner = o.ownerForCaller();
         return call(p -> Call.start(
                 (a, fence, t, d) -> a == 0 ? Optional.<Lease>empty() : Optional.of(new Lease(a, name, fence)),
                 lease -> lease.ifPresent(Lease::abandon),
-                c -> Native.lock(p, name, o.ttlMillis(), -1, o.watchdog(), owner, o.fairCode(), true, c)));
+                c -> Native.lock(p, name, hold.kind(), hold.permits(), o.ttlMillis(), -1, o.watchdog(), owner,
+                        o.fairCode(), true, c)));
     }
 
     /** Runs {@code f} with the live client pointer; {@code CLOSED} after close. */

@@ -7,7 +7,8 @@ import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.Lock;
 
 /**
- * {@link Lock} over one lock name, owned by the calling thread and reentrant per thread like {@code ReentrantLock}:
+ * {@link Lock} over one lock name (a mutex, or one side of a read-write lock), owned by the calling thread and
+ * reentrant per thread like {@code ReentrantLock}:
  * each thread's holds are a stack of leases sharing one grant (the core counts the holds), the last {@code unlock}
  * releases the lock.
  */
@@ -15,23 +16,25 @@ final class FencelockMutex implements Lock {
     private final FencelockClient client;
     private final String name;
     private final LockOptions options;
+    private final Hold hold;
     private final ThreadLocal<ArrayDeque<Lease>> holds = ThreadLocal.withInitial(ArrayDeque::new);
 
-    FencelockMutex(FencelockClient client, String name, LockOptions options) {
+    FencelockMutex(FencelockClient client, String name, LockOptions options, Hold hold) {
         LockOptions o = options == null ? LockOptions.defaults() : options;
         if (o.owner() != null) {
-            throw new LockException(ErrorKind.INVALID_ARGUMENT, "mutex " + FencelockClient.quote(name)
+            throw new LockException(ErrorKind.INVALID_ARGUMENT, hold.label() + " " + FencelockClient.quote(name)
                     + ": its owner is the calling thread; use client.lock(name, options) for an explicit owner");
         }
         this.client = client;
         this.name = name;
         this.options = o.waitForever();
+        this.hold = hold;
     }
 
     @Override
     public void lock() {
-        holds.get().push(Threads.currentIsVirtual() ? Call.await(client.acquire(name, options, false))
-                : client.acquireHere(name, options, false, false));
+        holds.get().push(Threads.currentIsVirtual() ? Call.await(client.acquire(name, hold, options, false))
+                : client.acquireHere(name, hold, options, false, false));
     }
 
     @Override
@@ -45,13 +48,13 @@ final class FencelockMutex implements Lock {
             throw new InterruptedException();
         }
         if (Threads.currentIsVirtual()) {
-            return Call.awaitInterruptibly(client.acquire(name, o, false));
+            return Call.awaitInterruptibly(client.acquire(name, hold, o, false));
         }
         try {
-            return client.acquireHere(name, o, false, true);
+            return client.acquireHere(name, hold, o, false, true);
         } catch (LockException e) {
             if (e.kind() == ErrorKind.CANCELLED && Thread.interrupted()) {
-                InterruptedException ie = new InterruptedException("mutex " + FencelockClient.quote(name)
+                InterruptedException ie = new InterruptedException(hold.label() + " " + FencelockClient.quote(name)
                         + ": interrupted while waiting");
                 ie.initCause(e);
                 throw ie;
@@ -62,8 +65,8 @@ final class FencelockMutex implements Lock {
 
     @Override
     public boolean tryLock() {
-        Lease lease = Threads.currentIsVirtual() ? Call.await(client.acquire(name, options, true))
-                : client.acquireHere(name, options, true, false);
+        Lease lease = Threads.currentIsVirtual() ? Call.await(client.acquire(name, hold, options, true))
+                : client.acquireHere(name, hold, options, true, false);
         if (lease == null) {
             return false;
         }
@@ -91,7 +94,7 @@ final class FencelockMutex implements Lock {
         ArrayDeque<Lease> mine = holds.get();
         Lease lease = mine.poll();
         if (lease == null) {
-            throw new IllegalMonitorStateException("mutex " + FencelockClient.quote(name) + " is not held by "
+            throw new IllegalMonitorStateException(hold.label() + " " + FencelockClient.quote(name) + " is not held by "
                     + Thread.currentThread());
         }
         lease.release();
@@ -105,7 +108,7 @@ final class FencelockMutex implements Lock {
 
     @Override
     public String toString() {
-        return "FencelockMutex[" + FencelockClient.quote(name) + ", held by this thread " + holds.get().size()
+        return "FencelockMutex[" + hold.label() + " " + FencelockClient.quote(name) + ", held by this thread " + holds.get().size()
                 + " times]";
     }
 }

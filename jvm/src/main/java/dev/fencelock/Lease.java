@@ -1,6 +1,7 @@
 package dev.fencelock;
 
 import java.time.Duration;
+import java.util.OptionalInt;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -12,6 +13,7 @@ public final class Lease implements AutoCloseable {
     private final NativeHandle handle;
     private final String name;
     private final long fence;
+    private final long slot;
     private final AtomicBoolean released = new AtomicBoolean();
     private CompletableFuture<Void> lost;
     private volatile boolean lostAtRelease;
@@ -20,6 +22,7 @@ public final class Lease implements AutoCloseable {
         this.handle = new NativeHandle(ptr, Native::leaseFree).register(this);
         this.name = name;
         this.fence = fence;
+        this.slot = Native.leaseSlot(ptr);
     }
 
     /** The lock name. */
@@ -30,6 +33,14 @@ public final class Lease implements AutoCloseable {
     /** The fencing token: larger than every earlier grant's on this lock and backend. Readable after release. */
     public long fence() {
         return fence;
+    }
+
+    /**
+     * A semaphore permit's slot (0…permits−1; its token is that slot's own counter); empty for other holds. Readable
+     * after release.
+     */
+    public OptionalInt slot() {
+        return slot < 0 ? OptionalInt.empty() : OptionalInt.of((int) slot);
     }
 
     /** The holder id written to the backend: {@code <client uuid>:<owner>}. */

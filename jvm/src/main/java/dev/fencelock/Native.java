@@ -38,15 +38,19 @@ final class Native {
      * {@code done(lease handle or 0 if busy, fence)}. Every {@code done} layout is {@code Value::wire} in
      * bindings/jvm/src/callback.rs.
      */
-    static native long lock(long client, String name, long ttlMs, long timeoutMs, boolean watchdog, String owner,
-            int fair, boolean once, Completion c);
+    static native long lock(long client, String name, String kind, long permits, long ttlMs, long timeoutMs,
+            boolean watchdog, String owner, int fair, boolean once, Completion c);
 
     /**
+     * {@code kind} is a {@link Hold}'s: {@code lock}, {@code read}, {@code write} or {@code permit} of {@code permits}.
      * {@code lock}/{@code tryLock} on the calling platform thread: the lease handle, 0 if {@code once} found it busy.
      * With {@code interruptible}, an interrupt cancels the wait ({@code CANCELLED}, flag left set).
      */
-    static native long lockBlocking(long client, String name, long ttlMs, long timeoutMs, boolean watchdog,
-            String owner, int fair, boolean once, boolean interruptible);
+    static native long lockBlocking(long client, String name, String kind, long permits, long ttlMs, long timeoutMs,
+            boolean watchdog, String owner, int fair, boolean once, boolean interruptible);
+
+    /** {@code done(permits of the semaphore not held now)}. */
+    static native long available(long client, String name, long permits, Completion c);
 
     /** {@code done(last token or -1, remaining ms or -1, holder or null)}. */
     static native long inspect(long client, String name, Completion c);
@@ -63,6 +67,9 @@ final class Native {
     static native long leaseFence(long lease);
 
     static native String leaseHolder(long lease);
+
+    /** A permit's semaphore slot; -1 for other holds. */
+    static native long leaseSlot(long lease);
 
     static native long leaseRemainingMs(long lease);
 

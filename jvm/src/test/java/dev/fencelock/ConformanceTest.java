@@ -16,6 +16,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -48,10 +49,13 @@ class ConformanceTest {
 
     private static final Map<String, List<String>> MATRIX = new LinkedHashMap<>();
 
+    /** The longest a spawned acquire may take before its {@code join} fails (the Rust runner's step bound). */
+    private static final long STEP_BOUND_MS = 60_000;
+
     @TempDir
     static Path tmp;
 
-    record Scenario(String name, List<String> unless, JsonArray steps) {}
+    record Scenario(String name, List<String> unless, List<String> requires, JsonArray steps) {}
 
     static List<Scenario> scenarios() throws IOException {
         Path dir = Services.repoRoot().resolve("tests/conformance");
@@ -59,11 +63,8 @@ class ConformanceTest {
         try (Stream<Path> files = Files.list(dir)) {
             for (Path p : files.filter(f -> f.toString().endsWith(".json")).sorted().toList()) {
                 JsonObject o = JsonParser.parseString(Files.readString(p, StandardCharsets.UTF_8)).getAsJsonObject();
-                List<String> unless = new ArrayList<>();
-                if (o.has("unless")) {
-                    o.getAsJsonArray("unless").forEach(e -> unless.add(e.getAsString()));
-                }
-                out.add(new Scenario(o.get("name").getAsString(), unless, o.getAsJsonArray("steps")));
+                out.add(new Scenario(o.get("name").getAsString(), Run.strings(o, "unless"), Run.strings(o, "requires"),
+                        o.getAsJsonArray("steps")));
             }
         }
         return out;
@@ -106,7 +107,8 @@ class ConformanceTest {
                 }
             }
             org.junit.jupiter.api.Assumptions.assumeTrue(!result.equals("skip"),
-                    sc.name() + " does not apply to " + label + " (unless: " + sc.unless() + ")");
+                    sc.name() + " does not apply to " + label + " (unless: " + sc.unless() + ", requires: "
+                            + sc.requires() + ")");
         })));
     }
 
@@ -127,25 +129,15 @@ class ConformanceTest {
             if (cap.nativeWait()) out.add("native_wait");
             if (cap.fair()) out.add("fair");
             if (cap.sessionBound()) out.add("session_bound");
+            if (cap.rwLock()) out.add("rw_lock");
+            if (cap.semaphore()) out.add("semaphore");
             return out;
         }
     }
 
-    /** Read-write locks and semaphores are not in this binding yet (issue 18): their scenarios are skipped. */
-    static boolean needsKinds(Scenario sc) {
-        for (JsonElement e : sc.steps()) {
-            JsonObject st = e.getAsJsonObject();
-            String op = st.get("op").getAsString();
-            if (st.has("kind") || op.equals("join") || op.equals("expect_slot") || op.equals("expect_available")) {
-                return true;
-            }
-        }
-        return false;
-    }
-
     static String run(Scenario sc, String url, String unreachable) {
         List<String> flags = flags(url);
-        if (needsKinds(sc) || sc.unless().stream().anyMatch(flags::contains)) {
+        if (sc.unless().stream().anyMatch(flags::contains) || !flags.containsAll(sc.requires())) {
             return "skip";
         }
         Run run = new Run(url, unreachable, Services.unique("conformance/" + sc.name()));
@@ -181,7 +173,10 @@ class ConformanceTest {
         final String prefix;
         final Map<String, FencelockClient> clients = new HashMap<>();
         final Map<String, Lease> leases = new HashMap<>();
-        final List<String> names = new ArrayList<>();
+        /** Every name the scenario used, with the kind of hold it was first used for (the clean check differs). */
+        final Map<String, Hold> names = new LinkedHashMap<>();
+        /** Acquires started with {@code spawn}, awaited by {@code join}. */
+        final Map<String, CompletableFuture<Lease>> tasks = new HashMap<>();
 
         Run(String url, String unreachable, String prefix) {
             this.url = url;
@@ -198,10 +193,37 @@ class ConformanceTest {
                 return label;
             }
             String name = prefix + "/" + label;
-            if (!names.contains(name)) {
-                names.add(name);
+            String op = step.get("op").getAsString();
+            Hold hold = op.equals("lock") || op.equals("try_lock") ? hold(step) : Hold.MUTEX;
+            if (!(hold.kind().equals("permit") && hold.permits() == 0)) {
+                names.putIfAbsent(name, hold);
             }
             return name;
+        }
+
+        /** The kind of hold a lock step asks for: {@code kind} read, write or permit (of {@code permits}). */
+        static Hold hold(JsonObject step) {
+            String kind = step.has("kind") ? step.get("kind").getAsString() : "lock";
+            return switch (kind) {
+                case "lock" -> Hold.MUTEX;
+                case "read" -> Hold.READ;
+                case "write" -> Hold.WRITE;
+                case "permit" -> Hold.permit(step.get("permits").getAsLong());
+                default -> throw new AssertionError("unknown kind " + kind);
+            };
+        }
+
+        /** One acquire of the step's kind through the public API; null if a try found it busy. */
+        static Lease acquire(FencelockClient c, String name, Hold hold, LockOptions o, boolean once) {
+            return switch (hold.kind()) {
+                case "read" -> once ? c.readWriteLock(name).tryRead(o).orElse(null) : c.readWriteLock(name).read(o);
+                case "write" -> once ? c.readWriteLock(name).tryWrite(o).orElse(null) : c.readWriteLock(name).write(o);
+                case "permit" -> {
+                    FencelockSemaphore sem = c.semaphore(name, (int) hold.permits());
+                    yield once ? sem.tryAcquire(o).orElse(null) : sem.acquire(o);
+                }
+                default -> once ? c.tryLock(name, o).orElse(null) : c.lock(name, o);
+            };
         }
 
         FencelockClient client(JsonObject step) {
@@ -230,7 +252,28 @@ class ConformanceTest {
             return out;
         }
 
+        /** Runs one step, again and again within {@code eventually_ms} until it meets its expectations. */
         void step(JsonObject step) {
+            if (!step.has("eventually_ms")) {
+                stepOnce(step);
+                return;
+            }
+            long bound = step.get("eventually_ms").getAsLong();
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(bound);
+            while (true) {
+                try {
+                    stepOnce(step);
+                    return;
+                } catch (StepFailed f) {
+                    if (System.nanoTime() >= deadline) {
+                        throw new StepFailed("not within " + bound + " ms: " + f.getMessage());
+                    }
+                    sleep(20); // a bounded retry for a state another task reaches (a spawned writer now waiting)
+                }
+            }
+        }
+
+        void stepOnce(JsonObject step) {
             String op = step.get("op").getAsString();
             if (op.equals("connect") && step.has("url") && step.get("url").getAsString().equals("$UNREACHABLE")
                     && unreachable == null) {
@@ -284,7 +327,7 @@ class ConformanceTest {
             }
         }
 
-        private static List<String> strings(JsonObject step, String field) {
+        static List<String> strings(JsonObject step, String field) {
             List<String> out = new ArrayList<>();
             if (step.has(field)) {
                 for (JsonElement e : step.getAsJsonArray(field)) {
@@ -320,25 +363,48 @@ class ConformanceTest {
                         o = o.withFair(step.get("fair").getAsBoolean());
                     }
                     FencelockClient c = client(step);
-                    Lease lease = op.equals("lock") ? c.lock(name, o) : c.tryLock(name, o).orElse(null);
-                    boolean busyExpected = step.has("expect") && step.get("expect").getAsString().equals("busy");
-                    if (lease != null && busyExpected) {
-                        throw new StepFailed("acquired, expected busy");
+                    Hold hold = hold(step);
+                    boolean once = op.equals("try_lock");
+                    LockOptions opts = o;
+                    if (step.has("spawn")) {
+                        tasks.put(step.get("spawn").getAsString(),
+                                CompletableFuture.supplyAsync(() -> acquire(c, name, hold, opts, once)));
+                        return;
                     }
-                    if (lease == null && !busyExpected) {
-                        throw new StepFailed("busy, expected to acquire");
+                    settle(step, acquire(c, name, hold, opts, once), started);
+                }
+                case "join" -> {
+                    CompletableFuture<Lease> task = tasks.remove(step.get("task").getAsString());
+                    Lease lease;
+                    try {
+                        lease = task.get(STEP_BOUND_MS, TimeUnit.MILLISECONDS);
+                    } catch (ExecutionException e) {
+                        if (e.getCause() instanceof LockException le) {
+                            throw le;
+                        }
+                        throw new StepFailed("the spawned acquire failed: " + e.getCause());
+                    } catch (TimeoutException | InterruptedException e) {
+                        throw new StepFailed("the spawned acquire did not finish: " + e);
                     }
-                    if (lease != null) {
-                        Duration minElapsed = ms(step, "min_elapsed_ms");
-                        Duration elapsed = Duration.ofNanos(System.nanoTime() - started);
-                        if (minElapsed != null && elapsed.compareTo(minElapsed) < 0) {
-                            throw new StepFailed("acquired after " + elapsed + ", sooner than " + minElapsed);
-                        }
-                        if (step.has("as")) {
-                            leases.put(step.get("as").getAsString(), lease);
-                        } else {
-                            lease.release();
-                        }
+                    settle(step, lease, started);
+                }
+                case "expect_slot" -> {
+                    int mine = slot(lease(step, "lease"));
+                    if (step.has("eq") && mine != slot(lease(step, "eq"))) {
+                        throw new StepFailed("slot " + mine + " is not the slot of " + step.get("eq"));
+                    }
+                    if (step.has("ne") && mine == slot(lease(step, "ne"))) {
+                        throw new StepFailed("slot " + mine + " is also the slot of " + step.get("ne"));
+                    }
+                    if (step.has("below") && mine >= step.get("below").getAsLong()) {
+                        throw new StepFailed("slot " + mine + " is not below " + step.get("below"));
+                    }
+                }
+                case "expect_available" -> {
+                    String name = name(step);
+                    int n = client(step).semaphore(name, step.get("permits").getAsInt()).available();
+                    if (step.has("count") && n != step.get("count").getAsInt()) {
+                        throw new StepFailed(n + " permits available, expected " + step.get("count"));
                     }
                 }
                 case "release" -> lease(step, "lease").release();
@@ -407,6 +473,35 @@ class ConformanceTest {
             }
         }
 
+        /** Checks an acquire's outcome against the step ({@code expect}, {@code min_elapsed_ms}); keeps it {@code as}. */
+        private void settle(JsonObject step, Lease lease, long started) {
+            boolean busyExpected = step.has("expect") && step.get("expect").getAsString().equals("busy");
+            if (lease != null && busyExpected) {
+                lease.release();
+                throw new StepFailed("acquired, expected busy");
+            }
+            if (lease == null && !busyExpected) {
+                throw new StepFailed("busy, expected to acquire");
+            }
+            if (lease == null) {
+                return;
+            }
+            Duration minElapsed = ms(step, "min_elapsed_ms");
+            Duration elapsed = Duration.ofNanos(System.nanoTime() - started);
+            if (minElapsed != null && elapsed.compareTo(minElapsed) < 0) {
+                throw new StepFailed("acquired after " + elapsed + ", sooner than " + minElapsed);
+            }
+            if (step.has("as")) {
+                leases.put(step.get("as").getAsString(), lease);
+            } else {
+                lease.release();
+            }
+        }
+
+        private static int slot(Lease lease) {
+            return lease.slot().orElseThrow(() -> new StepFailed("lease " + lease.name() + " has no slot"));
+        }
+
         /** After the scenario: nothing may be left held, locally or on the backend. */
         void checkClean() {
             for (Lease lease : leases.values()) {
@@ -422,7 +517,40 @@ class ConformanceTest {
                         throw new StepFailed(c.localEntries() + " local queue entries left");
                     }
                 }
-                for (String name : names) {
+                tasks.values().forEach(t -> t.cancel(true));
+                names.forEach((name, hold) -> checkFree(checker, name, hold));
+            }
+        }
+
+        /** Per kind: a mutex is free, a read-write lock gives its write lock, a semaphore has every permit. */
+        private static void checkFree(FencelockClient checker, String name, Hold hold) {
+            switch (hold.kind()) {
+                case "read", "write" -> {
+                    try {
+                        Lease w = checker.readWriteLock(name).tryWrite(LockOptions.defaults()).orElse(null);
+                        if (w == null) {
+                            throw new StepFailed("read-write lock " + name + " left held");
+                        }
+                        w.release();
+                    } catch (LockException e) {
+                        if (e.kind() != ErrorKind.UNSUPPORTED) {
+                            throw e;
+                        }
+                    }
+                }
+                case "permit" -> {
+                    try {
+                        int n = checker.semaphore(name, (int) hold.permits()).available();
+                        if (n != hold.permits()) {
+                            throw new StepFailed("semaphore " + name + " left " + n + " of " + hold.permits());
+                        }
+                    } catch (LockException e) {
+                        if (e.kind() != ErrorKind.UNSUPPORTED && e.kind() != ErrorKind.INVALID_ARGUMENT) {
+                            throw e;
+                        }
+                    }
+                }
+                default -> {
                     LockInfo info = checker.inspect(name);
                     if (info.held()) {
                         throw new StepFailed(name + " left held by " + info.holder().get());
