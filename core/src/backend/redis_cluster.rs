@@ -257,6 +257,11 @@ impl Deployment for Cluster {
         prefixed(prefix, name)
     }
 
+    fn key_prefix(name: &str) -> String {
+        // Redisson's `suffixName`: the name itself when it brings its own `{`.
+        if name.contains('{') { name.to_string() } else { format!("{{{name}}}") }
+    }
+
     fn fair(&self) -> Option<bool> {
         self.fair
     }
