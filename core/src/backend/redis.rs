@@ -600,7 +600,7 @@ impl<D: Deployment> Backend for RedisLock<D> {
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
         D::check_name(name)?;
         // The keys of one lock share a slot, so on a cluster too this is one pipeline to one node.
-        let read: Result<(HashMap<String, i64>, i64, Option<u64>), RedisError> =
+        let read: Result<(HashMap<String, String>, i64, Option<u64>), RedisError> =
             redis::pipe().hgetall(name).pttl(name).get(D::token_key(name)).query_async(&mut self.conn.clone()).await;
         let (fields, pttl, token) = match read {
             Ok(read) => read,
