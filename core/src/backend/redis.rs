@@ -3,6 +3,10 @@
 //! `redisson_lock__channel:{name}`. The fence token comes from the counter `redisson_lock_token:{name}`, raised to
 //! the server clock in µs by the acquire script (see [`acquire_lua`]).
 //!
+//! Read-write locks ([`rwlock`]) and semaphores ([`semaphore`]) follow Redisson's `RReadWriteLock` and
+//! `RPermitExpirableSemaphore` layouts on the same name, with side keys of fencelock's own for what Redisson lacks
+//! (writer preference, epoch and slot tokens, the agreed number of permits); the fair queue serves mutexes only.
+//!
 //! Waiters share one RESP3 pub/sub connection per client; a message they miss costs at most the holder's
 //! remaining TTL, the bound every wait uses.
 //!
@@ -472,6 +476,23 @@ impl<D: Deployment> RedisLock<D> {
     /// Runs a script that is not one of this backend's own (Redlock's counter round), mapping errors alike.
     pub(super) async fn invoke<T: FromRedisValue>(&self, script: &ScriptInvocation<'_>) -> Result<T> {
         script.invoke_async(&mut self.conn.clone()).await.map_err(|e| self.err(e))
+    }
+
+    /// Runs `script` with `keys` and `args`.
+    async fn invoke_with<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: Vec<String>,
+        args: impl IntoIterator<Item = String>,
+    ) -> Result<T> {
+        let mut call = script.prepare_invoke();
+        for key in keys {
+            call.key(key);
+        }
+        for arg in args {
+            call.arg(arg);
+        }
+        self.invoke(&call).await
     }
 
     async fn release_script(&self, name: &str, holder: &str) -> Result<bool> {

@@ -80,15 +80,8 @@ fn mark(req: &AcquireRequest) -> Duration {
 impl<D: Deployment> RedisLock<D> {
     /// Invokes one of the read-write scripts with the lock's keys, the key prefix and `args`.
     async fn rw_invoke<T: redis::FromRedisValue>(&self, script: &Script, name: &str, args: &[String]) -> Result<T> {
-        let mut call = script.prepare_invoke();
-        for key in keys::<D>(name) {
-            call.key(key);
-        }
-        call.arg(D::key_prefix(name));
-        for arg in args {
-            call.arg(arg);
-        }
-        self.invoke(&call).await
+        let args = std::iter::once(D::key_prefix(name)).chain(args.iter().cloned());
+        self.invoke_with(script, keys::<D>(name), args).await
     }
 
     /// One attempt at a read or write hold. A writer that has waited once marks itself as waiting.

@@ -77,14 +77,7 @@ pub(super) fn holder_of(id: &str) -> Option<String> {
 
 impl<D: Deployment> RedisLock<D> {
     async fn sem_invoke<T: redis::FromRedisValue>(&self, script: &Script, name: &str, args: &[String]) -> Result<T> {
-        let mut call = script.prepare_invoke();
-        for key in keys::<D>(name) {
-            call.key(key);
-        }
-        for arg in args {
-            call.arg(arg);
-        }
-        self.invoke(&call).await
+        self.invoke_with(script, keys::<D>(name), args.iter().cloned()).await
     }
 
     /// One attempt at a permit of a semaphore of `permits`.
