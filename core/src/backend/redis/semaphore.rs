@@ -3,7 +3,7 @@
 //! `redisson_sc:{<name>}` channel. A Redisson client on the same name counts against the same permits; fencelock's
 //! holds also occupy slots 0…N−1 in a hash of its own, each with its own rising fence counter.
 //!
-//! A permit id is the holder id in hex (Redisson's are random hex), so an attempt's undo can find the permit its
+//! A permit's zset member is the holder id (see [`permit_id`]), so an attempt's undo can find the permit its
 //! request may have taken. Every release publishes the new count, which wakes every waiter; each looks again, and
 //! as many as there are free permits get one. Waiters are not queued fairly whatever `fair=` says.
 
@@ -61,18 +61,10 @@ pub(super) fn channel<D: Deployment>(name: &str) -> String {
     D::prefixed("redisson_sc", name)
 }
 
-/// The permit id of `holder`: its bytes in hex.
+/// The zset member of `holder`'s permit: the holder id's bytes. Current Redisson stores each permit id as the
+/// bytes its hex names (`decodeHexDump`), so a Redisson client would show ours as the holder id in hex.
 pub(super) fn permit_id(holder: &str) -> String {
-    holder.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The holder a permit id names, if it is one of ours.
-pub(super) fn holder_of(id: &str) -> Option<String> {
-    let bytes = (0..id.len())
-        .step_by(2)
-        .map(|i| id.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect::<Option<Vec<u8>>>()?;
-    String::from_utf8(bytes).ok()
+    holder.to_string()
 }
 
 impl<D: Deployment> RedisLock<D> {
@@ -126,7 +118,7 @@ impl<D: Deployment> RedisLock<D> {
         let first = first.into_iter().next();
         Ok(LockInfo {
             remaining: first.as_ref().map(|(_, at)| Duration::from_millis((*at as u64).saturating_sub(now_ms))),
-            holder: first.map(|(id, _)| holder_of(&id).unwrap_or(id)),
+            holder: first.map(|(id, _)| id),
             last_token: None,
             waiters: None,
         })
@@ -144,11 +136,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn permit_ids_are_the_holder_in_hex() {
-        assert_eq!(permit_id("u:1"), "753a31");
-        assert_eq!(holder_of("753a31").as_deref(), Some("u:1"));
-        assert_eq!(holder_of("zz"), None);
-        assert_eq!(holder_of("7"), None);
+    fn scripts_name_their_publish_command() {
+        assert_eq!(permit_id("u:1"), "u:1");
         let acquire = scripts::acquire("spublish");
         assert!(acquire.contains("redis.call('spublish', KEYS[3]") && !acquire.contains("publish_cmd"));
     }
