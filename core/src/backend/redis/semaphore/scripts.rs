@@ -5,7 +5,7 @@
 //! | KEYS | key | whose |
 //! |---|---|---|
 //! | 1 | `<name>`: string, the permits available now (`trySetPermits` sets it) | Redisson's |
-//! | 2 | `{<name>}:timeout`: zset of permit ids → expiry (ms since the epoch) | Redisson's |
+//! | 2 | `{<name>}:timeout`: zset of permit ids (ours: the holder id) → expiry (ms since the epoch) | Redisson's |
 //! | 3 | `redisson_sc:{<name>}`: the channel; messages are the new count | Redisson's |
 //! | 4 | `fencelock_sem_slots:{<name>}`: hash slot (0…N−1) → the permit id occupying it | ours |
 //! | 5 | `fencelock_sem_tokens:{<name>}`: hash slot → the slot's fence counter | ours |
