@@ -602,6 +602,17 @@ async fn slot_tokens_rise_and_a_mismatched_permit_count_is_refused() {
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert_eq!(b.semaphore(&name, 2).available().await.unwrap(), 1);
     held.release().await.unwrap();
+    // A semaphore's name is no read-write lock.
+    let err = b.rw_lock(&name).try_write(&LockOptions::default()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    // A name that holds a mutex is no semaphore, and the mutex is left alone.
+    clean(&mut raw, &name).await;
+    let lock = a.lock(&name, &LockOptions::default()).await.unwrap();
+    let err = b.semaphore(&name, 2).try_acquire(&LockOptions::default()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("not a semaphore"), "{err}");
+    assert!(b.rw_lock(&name).try_read(&LockOptions::default()).await.unwrap().is_none());
+    lock.release().await.unwrap();
     clean(&mut raw, &name).await;
 }
 

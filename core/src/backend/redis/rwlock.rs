@@ -103,6 +103,12 @@ impl<D: Deployment> RedisLock<D> {
         let [ok, n] = reply[..] else {
             return Err(Error::internal(format!("{}: unexpected reply {reply:?}", self.url)));
         };
+        if ok == -2 {
+            return Err(Error::invalid(format!(
+                "{}: key {:?} is no lock record (a semaphore's count?), not a read-write lock: use another name",
+                self.url, req.name
+            )));
+        }
         if ok == 1 {
             waiter.marked = false;
             return Ok(Attempt::Acquired(req.grant(n as u64, None)));

@@ -80,6 +80,7 @@ impl<D: Deployment> RedisLock<D> {
             [1, token, slot] => Ok(Attempt::Acquired(req.grant(token as u64, None).in_slot(slot as u32))),
             [0, ms] => Ok(Attempt::Busy(Busy { holder_ttl: (ms >= 0).then(|| Duration::from_millis(ms as u64)) })),
             [-1, stored] => Err(permits_mismatch(&req.name, &self.url, permits, stored as u32)),
+            [-2, _] => Err(self.not_a_semaphore(&req.name)),
             _ => Err(Error::internal(format!("{}: unexpected reply {reply:?}", self.url))),
         }
     }
@@ -103,7 +104,19 @@ impl<D: Deployment> RedisLock<D> {
 
     pub(super) async fn sem_available(&self, name: &str, permits: u32) -> Result<u32> {
         let (ok, n): (i64, i64) = self.sem_invoke(&self.scripts.sem.available, name, &[permits.to_string()]).await?;
-        if ok == 1 { Ok(n.max(0) as u32) } else { Err(permits_mismatch(name, &self.url, permits, n as u32)) }
+        match ok {
+            1 => Ok(n.max(0) as u32),
+            -2 => Err(self.not_a_semaphore(name)),
+            _ => Err(permits_mismatch(name, &self.url, permits, n as u32)),
+        }
+    }
+
+    /// The error of a semaphore call on a name whose key is a lock's or read-write lock's hash.
+    fn not_a_semaphore(&self, name: &str) -> Error {
+        Error::invalid(format!(
+            "{}: key {name:?} is a lock's or read-write lock's hash, not a semaphore: use another name",
+            self.url
+        ))
     }
 
     /// The permit of semaphore `name` that expires first, as a lock's holder.

@@ -127,14 +127,22 @@ fn script(body: &str, publish: &str) -> String {
 }
 
 /// `draw()`: the next token of the counter KEYS[2] (the mutex's `NEXT_TOKEN`), and `foreign()`: whether KEYS[1] is
-/// a record that is no read-write lock (a Redisson RLock's or fencelock mutex's hash), which no script touches.
+/// a record that is no read-write lock, which no script touches: a mutex's hash (busy until it goes), or `'other'`,
+/// a key of another type such as a semaphore's count (the acquire is refused: {-2, 0}).
 const DRAW: &str = concat!(
     "local function draw()\n",
     // NEXT_TOKEN declares and sets `token`.
     "NEXT_TOKEN_HERE",
     "  return token\nend\n",
     "local function foreign()\n",
-    "  return redis.call('exists', KEYS[1]) == 1 and not redis.call('hget', KEYS[1], 'mode')\n",
+    "  local kind = redis.call('type', KEYS[1])['ok']\n",
+    "  if kind == 'none' then return false end\n",
+    "  if kind ~= 'hash' then return 'other' end\n",
+    "  return not redis.call('hget', KEYS[1], 'mode')\n",
+    "end\n",
+    "local function busy_or_refused()\n",
+    "  if foreign() == 'other' then return {-2, 0} end\n",
+    "  return {0, redis.call('pttl', KEYS[1])}\n",
     "end\n",
 );
 
@@ -142,7 +150,7 @@ const DRAW: &str = concat!(
 pub(super) fn read(publish: &str) -> String {
     let body = r"
 local ttl, me = tonumber(ARGV[2]), ARGV[3]
-if foreign() then return {0, redis.call('pttl', KEYS[1])} end
+if foreign() then return busy_or_refused() end
 local now = now_ms()
 redis.call('zremrangebyscore', KEYS[4], '-inf', now)
 local others = prune(me)
@@ -191,7 +199,7 @@ pub(super) fn write(publish: &str) -> String {
     let body = r"
 local ttl, me, mark = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local field = me .. ':write'
-if foreign() then return {0, redis.call('pttl', KEYS[1])} end
+if foreign() then return busy_or_refused() end
 local now = now_ms()
 redis.call('zremrangebyscore', KEYS[4], '-inf', now)
 local others, soonest = prune(me)

@@ -28,10 +28,13 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local now = now_ms()
+-- Whether KEYS[1] is something else than a count string: a lock's or read-write lock's hash of the same name.
+local foreign = redis.call('type', KEYS[1])['ok']
+foreign = foreign ~= 'none' and foreign ~= 'string'
 do
   local expired = redis.call('zrangebyscore', KEYS[2], '-inf', now)
   for _, id in ipairs(expired) do redis.call('zrem', KEYS[2], id) end
-  if #expired > 0 and redis.call('exists', KEYS[1]) == 1 then
+  if #expired > 0 and redis.call('exists', KEYS[1]) == 1 and not foreign then
     redis.call('publish_cmd', KEYS[3], redis.call('incrby', KEYS[1], #expired))
   end
 end
@@ -76,10 +79,11 @@ fn script(body: &str, publish: &str) -> String {
 }
 
 /// ARGV: N, permit id, ttl ms. Returns {1, token, slot}, {0, ms until the first permit out expires (-1: none of
-/// ours)}, or {-1, the N the semaphore has}.
+/// ours)}, {-1, the N the semaphore has}, or {-2, 0} if the name holds no semaphore.
 pub(super) fn acquire(publish: &str) -> String {
     let body = r"
 local n, id, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+if foreign then return {-2, 0} end
 local other = agree(n)
 if other then return {-1, other} end
 if redis.call('zscore', KEYS[2], id) then
@@ -137,9 +141,11 @@ return 1
     script(body, publish)
 }
 
-/// ARGV: N. Returns {1, permits available} or {-1, the N the semaphore has}.
+/// ARGV: N. Returns {1, permits available}, {-1, the N the semaphore has}, or {-2, 0} if the name holds no
+/// semaphore.
 pub(super) fn available(publish: &str) -> String {
     let body = r"
+if foreign then return {-2, 0} end
 local other = agree(tonumber(ARGV[1]))
 if other then return {-1, other} end
 return {1, tonumber(redis.call('get', KEYS[1]))}
