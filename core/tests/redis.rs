@@ -437,6 +437,7 @@ async fn a_waiting_writer_blocks_new_readers_of_another_client_until_it_has_writ
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(a.rw_lock(&name).try_read(&LockOptions::default()).await.unwrap().is_none(), "a new reader passed");
+    assert_eq!(a.inspect(&name).await.unwrap().waiters, Some(1), "the writer listens on the rw lock's channel");
     let released = Instant::now();
     r.release().await.unwrap();
     let w = writer.await.unwrap().unwrap();

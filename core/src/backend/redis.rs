@@ -635,13 +635,14 @@ impl<D: Deployment> Backend for RedisLock<D> {
             }
         };
         // A read-write lock's hash has its `mode`, and names the writer `<holder>:write`.
+        let rw = fields.contains_key("mode");
         let mut holders: Vec<String> = fields.into_keys().filter(|f| f != "mode").collect();
         holders.sort_by_key(|f| !f.ends_with(":write"));
         let holder = holders.first().map(|f| rwlock::holder_of(f).to_string());
         // Waiters subscribe to the release channel (one subscription per client, however many of its calls wait).
         let waiters = match D::NUMSUB {
             Some(sub) => {
-                let channel = D::channel(name);
+                let channel = if rw { rwlock::channel::<D>(name) } else { D::channel(name) };
                 let mut counts: HashMap<String, u64> = redis::cmd("PUBSUB")
                     .arg(sub)
                     .arg(&channel)
