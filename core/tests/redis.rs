@@ -127,20 +127,16 @@ async fn aborted_acquires_leave_no_lock_and_no_subscription() {
     let name = support::unique("abort");
     let holder = Client::connect(&url).await.unwrap();
     let contender = Client::connect(&url).await.unwrap();
-    for i in 0..60u32 {
-        // Half the rounds contend with a holder (aborting waiters), half abort an acquire that would succeed.
-        let held = if i % 2 == 0 { Some(holder.lock(&name, &LockOptions::default()).await.unwrap()) } else { None };
+    // Half the rounds contend with a holder (aborting waiters), half abort an acquire that would succeed.
+    let hold = |i: u32| {
+        let (holder, name) = (holder.clone(), name.clone());
+        async move { if i % 2 == 0 { Some(holder.lock(&name, &LockOptions::default()).await.unwrap()) } else { None } }
+    };
+    let contend = || {
         let (c, n) = (contender.clone(), name.clone());
-        let task = tokio::spawn(async move { c.lock(&n, &LockOptions::default()).await });
-        tokio::time::sleep(Duration::from_micros(u64::from(i % 10) * 150)).await;
-        task.abort();
-        if let Ok(Ok(lease)) = task.await {
-            lease.release().await.unwrap();
-        }
-        if let Some(h) = held {
-            h.release().await.unwrap();
-        }
-    }
+        async move { c.lock(&n, &LockOptions::default()).await }
+    };
+    abort_rounds(60, 150, hold, contend).await;
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -333,6 +329,29 @@ async fn wait_subscribed(raw: &mut redis::aio::MultiplexedConnection, channel: &
     }
 }
 
+/// Rounds of a contender's acquire aborted after a jittered delay, while `hold(round)` holds (or not): whatever the
+/// contender was granted is released, so what is left on the server is what the aborted attempts left.
+async fn abort_rounds<H, HF, C, CF>(rounds: u32, step_us: u64, hold: H, contend: C)
+where
+    H: Fn(u32) -> HF,
+    HF: Future<Output = Option<fencelock::Lease>>,
+    C: Fn() -> CF,
+    CF: Future<Output = fencelock::Result<fencelock::Lease>> + Send + 'static,
+{
+    for i in 0..rounds {
+        let held = hold(i).await;
+        let task = tokio::spawn(contend());
+        tokio::time::sleep(Duration::from_micros(u64::from(i % 10) * step_us)).await;
+        task.abort();
+        if let Ok(Ok(lease)) = task.await {
+            lease.release().await.unwrap();
+        }
+        if let Some(h) = held {
+            h.release().await.unwrap();
+        }
+    }
+}
+
 /// Deletes the side keys a read-write lock or semaphore test leaves (the counters live on by design).
 async fn clean(raw: &mut redis::aio::MultiplexedConnection, name: &str) {
     let keys: Vec<String> = [
@@ -516,17 +535,12 @@ async fn cancelled_rw_acquires_leave_no_hold_and_no_mark() {
     let Some((url, mut raw)) = setup().await else { return };
     let name = support::unique("rw-abort");
     let (holder, contender) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
-    for i in 0..40u32 {
-        let held = holder.rw_lock(&name).read(&LockOptions::default()).await.unwrap();
+    let hold = |_| async { Some(holder.rw_lock(&name).read(&LockOptions::default()).await.unwrap()) };
+    let contend = || {
         let (c, n) = (contender.clone(), name.clone());
-        let task = tokio::spawn(async move { c.rw_lock(&n).write(&LockOptions::default()).await });
-        tokio::time::sleep(Duration::from_micros(u64::from(i % 10) * 300)).await;
-        task.abort();
-        if let Ok(Ok(lease)) = task.await {
-            lease.release().await.unwrap();
-        }
-        held.release().await.unwrap();
-    }
+        async move { c.rw_lock(&n).write(&LockOptions::default()).await }
+    };
+    abort_rounds(40, 300, hold, contend).await;
     let marks = format!("fencelock_rw_writers:{{{name}}}");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -643,24 +657,17 @@ async fn cancelled_permit_acquires_leave_nothing() {
     let Some((url, mut raw)) = setup().await else { return };
     let name = support::unique("sem-abort");
     let (holder, contender) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
-    for i in 0..40u32 {
-        // Half the rounds abort a waiter, half an acquire that would succeed.
-        let held = if i % 2 == 0 {
-            Some(holder.semaphore(&name, 1).acquire(&LockOptions::default()).await.unwrap())
-        } else {
-            None
-        };
+    // Half the rounds abort a waiter, half an acquire that would succeed.
+    let sem = holder.semaphore(&name, 1);
+    let hold = |i: u32| {
+        let sem = sem.clone();
+        async move { if i % 2 == 0 { Some(sem.acquire(&LockOptions::default()).await.unwrap()) } else { None } }
+    };
+    let contend = || {
         let (c, n) = (contender.clone(), name.clone());
-        let task = tokio::spawn(async move { c.semaphore(&n, 1).acquire(&LockOptions::default()).await });
-        tokio::time::sleep(Duration::from_micros(u64::from(i % 10) * 150)).await;
-        task.abort();
-        if let Ok(Ok(p)) = task.await {
-            p.release().await.unwrap();
-        }
-        if let Some(h) = held {
-            h.release().await.unwrap();
-        }
-    }
+        async move { c.semaphore(&n, 1).acquire(&LockOptions::default()).await }
+    };
+    abort_rounds(40, 150, hold, contend).await;
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let count: String = raw.get(&name).await.unwrap();
