@@ -130,7 +130,9 @@ async fn aborted_acquires_leave_no_lock_and_no_subscription() {
     // Half the rounds contend with a holder (aborting waiters), half abort an acquire that would succeed.
     let hold = |i: u32| {
         let (holder, name) = (holder.clone(), name.clone());
-        async move { if i % 2 == 0 { Some(holder.lock(&name, &LockOptions::default()).await.unwrap()) } else { None } }
+        async move {
+            if i.is_multiple_of(2) { Some(holder.lock(&name, &LockOptions::default()).await.unwrap()) } else { None }
+        }
     };
     let contend = || {
         let (c, n) = (contender.clone(), name.clone());
@@ -661,7 +663,7 @@ async fn cancelled_permit_acquires_leave_nothing() {
     let sem = holder.semaphore(&name, 1);
     let hold = |i: u32| {
         let sem = sem.clone();
-        async move { if i % 2 == 0 { Some(sem.acquire(&LockOptions::default()).await.unwrap()) } else { None } }
+        async move { if i.is_multiple_of(2) { Some(sem.acquire(&LockOptions::default()).await.unwrap()) } else { None } }
     };
     let contend = || {
         let (c, n) = (contender.clone(), name.clone());
