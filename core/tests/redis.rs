@@ -127,20 +127,18 @@ async fn aborted_acquires_leave_no_lock_and_no_subscription() {
     let name = support::unique("abort");
     let holder = Client::connect(&url).await.unwrap();
     let contender = Client::connect(&url).await.unwrap();
-    for i in 0..60u32 {
-        // Half the rounds contend with a holder (aborting waiters), half abort an acquire that would succeed.
-        let held = if i % 2 == 0 { Some(holder.lock(&name, &LockOptions::default()).await.unwrap()) } else { None };
+    // Half the rounds contend with a holder (aborting waiters), half abort an acquire that would succeed.
+    let hold = |i: u32| {
+        let (holder, name) = (holder.clone(), name.clone());
+        async move {
+            if i.is_multiple_of(2) { Some(holder.lock(&name, &LockOptions::default()).await.unwrap()) } else { None }
+        }
+    };
+    let contend = || {
         let (c, n) = (contender.clone(), name.clone());
-        let task = tokio::spawn(async move { c.lock(&n, &LockOptions::default()).await });
-        tokio::time::sleep(Duration::from_micros(u64::from(i % 10) * 150)).await;
-        task.abort();
-        if let Ok(Ok(lease)) = task.await {
-            lease.release().await.unwrap();
-        }
-        if let Some(h) = held {
-            h.release().await.unwrap();
-        }
-    }
+        async move { c.lock(&n, &LockOptions::default()).await }
+    };
+    abort_rounds(60, 150, hold, contend).await;
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -316,4 +314,371 @@ async fn a_silent_server_costs_the_connect_timeout_not_forever() {
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
     assert!(!err.message().contains("sekrit"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+}
+
+// Read-write locks and semaphores: Redisson RReadWriteLock's and RPermitExpirableSemaphore's layouts.
+
+/// Waits (bounded) until `channel` has a subscriber: a waiter is then listening.
+async fn wait_subscribed(raw: &mut redis::aio::MultiplexedConnection, channel: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, n): (String, i64) = redis::cmd("PUBSUB").arg("NUMSUB").arg(channel).query_async(raw).await.unwrap();
+        if n > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nobody subscribed to {channel}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Rounds of a contender's acquire aborted after a jittered delay, while `hold(round)` holds (or not): whatever the
+/// contender was granted is released, so what is left on the server is what the aborted attempts left.
+async fn abort_rounds<H, HF, C, CF>(rounds: u32, step_us: u64, hold: H, contend: C)
+where
+    H: Fn(u32) -> HF,
+    HF: Future<Output = Option<fencelock::Lease>>,
+    C: Fn() -> CF,
+    CF: Future<Output = fencelock::Result<fencelock::Lease>> + Send + 'static,
+{
+    for i in 0..rounds {
+        let held = hold(i).await;
+        let task = tokio::spawn(contend());
+        tokio::time::sleep(Duration::from_micros(u64::from(i % 10) * step_us)).await;
+        task.abort();
+        if let Ok(Ok(lease)) = task.await {
+            lease.release().await.unwrap();
+        }
+        if let Some(h) = held {
+            h.release().await.unwrap();
+        }
+    }
+}
+
+/// Deletes the side keys a read-write lock or semaphore test leaves (the counters live on by design).
+async fn clean(raw: &mut redis::aio::MultiplexedConnection, name: &str) {
+    let keys: Vec<String> = [
+        "redisson_lock_token",
+        "fencelock_rw_epoch",
+        "fencelock_rw_writers",
+        "fencelock_sem_slots",
+        "fencelock_sem_tokens",
+        "fencelock_sem_permits",
+    ]
+    .iter()
+    .map(|p| format!("{p}:{{{name}}}"))
+    .chain([name.to_string(), format!("{{{name}}}:timeout")])
+    .collect();
+    let _: () = raw.del(keys).await.unwrap();
+}
+
+#[tokio::test]
+async fn rw_locks_use_the_redisson_layout() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("rw-layout");
+    let client = Client::connect(&url).await.unwrap();
+    let rw = client.rw_lock(&name);
+    let read = rw.read(&LockOptions::default().owner("r").ttl(Duration::from_secs(20))).await.unwrap();
+    let fields: HashMap<String, String> = raw.hgetall(&name).await.unwrap();
+    let reader = format!("{}:r", client.id());
+    assert_eq!(read.holder(), reader);
+    assert_eq!(fields, HashMap::from([("mode".into(), "read".into()), (reader.clone(), "1".into())]));
+    let timeout = format!("{{{name}}}:{reader}:rwlock_timeout:1");
+    let pttl: i64 = raw.pttl(&timeout).await.unwrap();
+    assert!((15_000..=20_000).contains(&pttl), "timeout key pttl {pttl}");
+    let epoch: u64 = raw.get(format!("fencelock_rw_epoch:{{{name}}}")).await.unwrap();
+    assert_eq!(epoch, read.fence());
+    read.release().await.unwrap();
+    let exists: bool = raw.exists(&name).await.unwrap();
+    let timeout_left: bool = raw.exists(&timeout).await.unwrap();
+    assert!(!exists && !timeout_left);
+
+    let write = rw.write(&LockOptions::default().owner("w").ttl(Duration::from_secs(20))).await.unwrap();
+    let fields: HashMap<String, String> = raw.hgetall(&name).await.unwrap();
+    let writer = format!("{}:w:write", client.id());
+    assert_eq!(fields, HashMap::from([("mode".into(), "write".into()), (writer, "1".into())]));
+    let pttl: i64 = raw.pttl(&name).await.unwrap();
+    assert!((15_000..=20_000).contains(&pttl), "pttl {pttl}");
+    assert!(write.fence() > read.fence());
+    let info = client.inspect(&name).await.unwrap();
+    assert_eq!(info.holder.as_deref(), Some(write.holder()));
+    write.release().await.unwrap();
+    clean(&mut raw, &name).await;
+}
+
+#[tokio::test]
+async fn readers_share_an_epoch_a_writer_excludes_them_and_each_epoch_is_later() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("rw-epoch");
+    let (a, b) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
+    let opts = LockOptions::default();
+    let r1 = a.rw_lock(&name).read(&opts).await.unwrap();
+    let r2 = b.rw_lock(&name).try_read(&opts).await.unwrap().expect("readers share");
+    assert_eq!(r1.fence(), r2.fence(), "one run of overlapping reads, one token");
+    assert!(b.rw_lock(&name).try_write(&opts).await.unwrap().is_none());
+    r1.release().await.unwrap();
+    // The run goes on while r2 holds: a reader joining it still shares the token.
+    let r3 = a.rw_lock(&name).try_read(&opts).await.unwrap().unwrap();
+    assert_eq!(r3.fence(), r2.fence());
+    assert!(a.try_lock(&name, &opts).await.unwrap().is_none(), "a mutex of the same name is excluded too");
+    r2.release().await.unwrap();
+    r3.release().await.unwrap();
+    let w = b.rw_lock(&name).try_write(&opts).await.unwrap().unwrap();
+    assert!(w.fence() > r3.fence());
+    assert!(a.rw_lock(&name).try_read(&opts).await.unwrap().is_none());
+    assert!(a.rw_lock(&name).try_write(&opts).await.unwrap().is_none());
+    w.release().await.unwrap();
+    let r4 = a.rw_lock(&name).try_read(&opts).await.unwrap().unwrap();
+    assert!(r4.fence() > w.fence(), "a new run of reads draws a new token");
+    // A stale writer is fenced by the later read epoch.
+    a.fence(&name).write(r4.fence(), b"r4").await.unwrap();
+    let err = b.fence(&name).write(w.fence(), b"w").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced);
+    r4.release().await.unwrap();
+    let _: () = raw.del(format!("fencelock_fence:{{{name}}}")).await.unwrap();
+    clean(&mut raw, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_writer_blocks_new_readers_of_another_client_until_it_has_written() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("rw-pref");
+    let (a, b) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
+    let r = a.rw_lock(&name).read(&LockOptions::default()).await.unwrap();
+    let writer = {
+        let (b, name) = (b.clone(), name.clone());
+        tokio::spawn(
+            async move { b.rw_lock(&name).write(&LockOptions::default().timeout(Duration::from_secs(20))).await },
+        )
+    };
+    // The writer's mark, with a server-clock deadline: the event that it waits.
+    let marks = format!("fencelock_rw_writers:{{{name}}}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while raw.zcard::<_, i64>(&marks).await.unwrap() == 0 {
+        assert!(Instant::now() < deadline, "the writer never marked itself as waiting");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(a.rw_lock(&name).try_read(&LockOptions::default()).await.unwrap().is_none(), "a new reader passed");
+    assert_eq!(a.inspect(&name).await.unwrap().waiters, Some(1), "the writer listens on the rw lock's channel");
+    let released = Instant::now();
+    r.release().await.unwrap();
+    let w = writer.await.unwrap().unwrap();
+    assert!(released.elapsed() < Duration::from_secs(2), "woken after {:?}", released.elapsed());
+    assert!(w.fence() > r.fence());
+    let left: i64 = raw.zcard(&marks).await.unwrap();
+    assert_eq!(left, 0, "a granted writer removes its mark");
+    w.release().await.unwrap();
+    clean(&mut raw, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_readers_and_writers_exclude_us_and_their_unlock_wakes_us() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("rw-redisson");
+    let client = Client::connect(&url).await.unwrap();
+    // What Redisson's read lock writes for a holder "<uuid>:<thread>".
+    let reader = "5e1f-redisson:7";
+    let timeout = format!("{{{name}}}:{reader}:rwlock_timeout:1");
+    let _: () = raw.hset_multiple(&name, &[("mode", "read"), (reader, "1")]).await.unwrap();
+    let _: () = raw.pset_ex(&timeout, 1, 30_000).await.unwrap();
+    let _: () = raw.pexpire(&name, 30_000).await.unwrap();
+    let rw = client.rw_lock(&name);
+    let ours = rw.try_read(&LockOptions::default()).await.unwrap().expect("readers share with Redisson's");
+    ours.release().await.unwrap();
+    let fields: HashMap<String, String> = raw.hgetall(&name).await.unwrap();
+    assert_eq!(fields.get(reader).map(String::as_str), Some("1"), "our release left Redisson's reader alone");
+    let writer = {
+        let rw = rw.clone();
+        tokio::spawn(async move {
+            let lease = rw.write(&LockOptions::default().timeout(Duration::from_secs(20))).await.unwrap();
+            (Instant::now(), lease)
+        })
+    };
+    let channel = format!("redisson_rwlock:{{{name}}}");
+    wait_subscribed(&mut raw, &channel).await;
+    // Redisson's read unlock of the last reader: delete, publish 0.
+    let released_at = Instant::now();
+    let _: () = raw.del(&[name.as_str(), timeout.as_str()]).await.unwrap();
+    let _: () = raw.publish(&channel, 0).await.unwrap();
+    let (acquired_at, w) = writer.await.unwrap();
+    assert!(acquired_at - released_at < Duration::from_secs(2), "hand-off took {:?}", acquired_at - released_at);
+    w.release().await.unwrap();
+    // Redisson's write lock excludes our readers.
+    let _: () = raw.hset_multiple(&name, &[("mode", "write"), ("5e1f-redisson:7:write", "1")]).await.unwrap();
+    let _: () = raw.pexpire(&name, 30_000).await.unwrap();
+    assert!(rw.try_read(&LockOptions::default()).await.unwrap().is_none());
+    assert!(rw.try_write(&LockOptions::default()).await.unwrap().is_none());
+    assert!(client.force_release(&name).await.unwrap());
+    assert!(rw.try_write(&LockOptions::default()).await.unwrap().unwrap().release().await.is_ok());
+    clean(&mut raw, &name).await;
+}
+
+#[tokio::test]
+async fn a_crashed_reader_frees_the_lock_at_its_ttl() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("rw-crash");
+    let (a, b) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
+    let ttl = Duration::from_millis(800);
+    // A reader that stops renewing: its lease is forgotten, as a crashed process's would be.
+    let crashed = a.rw_lock(&name).read(&LockOptions::default().ttl(ttl).watchdog(false)).await.unwrap();
+    let live = b.rw_lock(&name).read(&LockOptions::default()).await.unwrap();
+    std::mem::forget(crashed);
+    live.release().await.unwrap();
+    let started = Instant::now();
+    let w = b.rw_lock(&name).write(&LockOptions::default().timeout(Duration::from_secs(10))).await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited < ttl + Duration::from_secs(1), "waited {waited:?}");
+    assert!(w.fence() > live.fence());
+    w.release().await.unwrap();
+    clean(&mut raw, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_rw_acquires_leave_no_hold_and_no_mark() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("rw-abort");
+    let (holder, contender) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
+    let hold = |_| async { Some(holder.rw_lock(&name).read(&LockOptions::default()).await.unwrap()) };
+    let contend = || {
+        let (c, n) = (contender.clone(), name.clone());
+        async move { c.rw_lock(&n).write(&LockOptions::default()).await }
+    };
+    abort_rounds(40, 300, hold, contend).await;
+    let marks = format!("fencelock_rw_writers:{{{name}}}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let exists: bool = raw.exists(&name).await.unwrap();
+        let marked: i64 = raw.zcard(&marks).await.unwrap();
+        if !exists && marked == 0 && contender.local_entries() == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind: lock {exists}, marks {marked}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    clean(&mut raw, &name).await;
+}
+
+#[tokio::test]
+async fn semaphores_use_the_redisson_layout_and_count_redisson_permits() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("sem-layout");
+    let client = Client::connect(&url).await.unwrap();
+    let sem = client.semaphore(&name, 3);
+    let p = sem.acquire(&LockOptions::default().ttl(Duration::from_secs(20))).await.unwrap();
+    assert_eq!(p.slot(), Some(0));
+    let count: String = raw.get(&name).await.unwrap();
+    assert_eq!(count, "2", "the count string holds the permits available");
+    let ids: Vec<(String, f64)> = raw.zrange_withscores(format!("{{{name}}}:timeout"), 0, -1).await.unwrap();
+    assert_eq!(ids.len(), 1);
+    let (time_s, _): (u64, u64) = redis::cmd("TIME").query_async(&mut raw).await.unwrap();
+    let expires_in = ids[0].1 / 1000.0 - time_s as f64;
+    assert!((14.0..=21.0).contains(&expires_in), "expiry {expires_in} s from now");
+    // The member is the holder id's bytes; Redisson's API shows a member as its bytes in hex.
+    assert_eq!(ids[0].0, p.holder());
+    let slots: HashMap<String, String> = raw.hgetall(format!("fencelock_sem_slots:{{{name}}}")).await.unwrap();
+    assert_eq!(slots, HashMap::from([("0".to_string(), ids[0].0.clone())]));
+    let n: u32 = raw.get(format!("fencelock_sem_permits:{{{name}}}")).await.unwrap();
+    assert_eq!(n, 3);
+    // A Redisson client's permit: decrement the count, add the id with its expiry.
+    let _: () = raw.decr(&name, 1).await.unwrap();
+    let redisson_id: &[u8] = &[0xc0, 0xff, 0xee, 0x01];
+    let _: () = raw.zadd(format!("{{{name}}}:timeout"), redisson_id, (time_s + 30) * 1000).await.unwrap();
+    assert_eq!(sem.available().await.unwrap(), 1);
+    let q = sem.try_acquire(&LockOptions::default()).await.unwrap().unwrap();
+    assert_eq!(q.slot(), Some(1), "Redisson's permit occupies no slot");
+    assert!(sem.try_acquire(&LockOptions::default()).await.unwrap().is_none(), "Redisson's permit counts");
+    // Our release publishes the new count on Redisson's channel, as Redisson's does.
+    let mut pubsub = redis::Client::open(url.as_str()).unwrap().get_async_pubsub().await.unwrap();
+    pubsub.subscribe(format!("redisson_sc:{{{name}}}")).await.unwrap();
+    p.release().await.unwrap();
+    let msg = futures::StreamExt::next(&mut pubsub.on_message()).await.unwrap();
+    assert_eq!(msg.get_payload::<String>().unwrap(), "1");
+    q.release().await.unwrap();
+    let count: String = raw.get(&name).await.unwrap();
+    assert_eq!(count, "2");
+    clean(&mut raw, &name).await;
+}
+
+#[tokio::test]
+async fn slot_tokens_rise_and_a_mismatched_permit_count_is_refused() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("sem-slots");
+    let (a, b) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
+    let mut last = 0;
+    for _ in 0..5 {
+        let p = a.semaphore(&name, 2).acquire(&LockOptions::default()).await.unwrap();
+        assert_eq!(p.slot(), Some(0));
+        assert!(p.fence() > last, "slot 0's token went from {last} to {}", p.fence());
+        last = p.fence();
+        p.release().await.unwrap();
+    }
+    let held = a.semaphore(&name, 2).acquire(&LockOptions::default()).await.unwrap();
+    let err = b.semaphore(&name, 3).try_acquire(&LockOptions::default()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.message().contains('2') && err.message().contains('3'), "{err}");
+    let err = b.semaphore(&name, 3).available().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(b.semaphore(&name, 2).available().await.unwrap(), 1);
+    held.release().await.unwrap();
+    // A semaphore's name is no read-write lock.
+    let err = b.rw_lock(&name).try_write(&LockOptions::default()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    // A name that holds a mutex is no semaphore, and the mutex is left alone.
+    clean(&mut raw, &name).await;
+    let lock = a.lock(&name, &LockOptions::default()).await.unwrap();
+    let err = b.semaphore(&name, 2).try_acquire(&LockOptions::default()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("not a semaphore"), "{err}");
+    assert!(b.rw_lock(&name).try_read(&LockOptions::default()).await.unwrap().is_none());
+    lock.release().await.unwrap();
+    clean(&mut raw, &name).await;
+}
+
+#[tokio::test]
+async fn a_crashed_permit_frees_at_its_ttl_and_not_before() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("sem-crash");
+    let (a, b) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
+    let ttl = Duration::from_millis(800);
+    let started = Instant::now();
+    let crashed = a.semaphore(&name, 1).acquire(&LockOptions::default().ttl(ttl).watchdog(false)).await.unwrap();
+    let token = crashed.fence();
+    std::mem::forget(crashed);
+    let p = b.semaphore(&name, 1).acquire(&LockOptions::default().timeout(Duration::from_secs(10))).await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= ttl - ttl / 100 - Duration::from_millis(2), "freed after {waited:?}, before its TTL");
+    assert!(waited < ttl + Duration::from_secs(1), "freed after {waited:?}");
+    assert_eq!(p.slot(), Some(0));
+    assert!(p.fence() > token);
+    p.release().await.unwrap();
+    assert_eq!(b.semaphore(&name, 1).available().await.unwrap(), 1);
+    clean(&mut raw, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_permit_acquires_leave_nothing() {
+    let Some((url, mut raw)) = setup().await else { return };
+    let name = support::unique("sem-abort");
+    let (holder, contender) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
+    // Half the rounds abort a waiter, half an acquire that would succeed.
+    let sem = holder.semaphore(&name, 1);
+    let hold = |i: u32| {
+        let sem = sem.clone();
+        async move { if i.is_multiple_of(2) { Some(sem.acquire(&LockOptions::default()).await.unwrap()) } else { None } }
+    };
+    let contend = || {
+        let (c, n) = (contender.clone(), name.clone());
+        async move { c.semaphore(&n, 1).acquire(&LockOptions::default()).await }
+    };
+    abort_rounds(40, 150, hold, contend).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let count: String = raw.get(&name).await.unwrap();
+        let out: i64 = raw.zcard(format!("{{{name}}}:timeout")).await.unwrap();
+        if count == "1" && out == 0 && contender.local_entries() == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind: count {count}, permits out {out}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    clean(&mut raw, &name).await;
 }

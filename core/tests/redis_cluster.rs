@@ -318,3 +318,82 @@ async fn a_plaintext_url_a_wrong_ca_and_a_wrong_password_are_refused() {
     redis_tls::refuses_a_wrong_ca(&server).await;
     redis_tls::refuses_a_wrong_password(&server).await;
 }
+
+/// Redisson's `prefixName` on a cluster: braces added unless the name has its own.
+fn prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') { format!("{prefix}:{name}") } else { format!("{prefix}:{{{name}}}") }
+}
+
+/// Redisson's `suffixName`: `{name}:suffix`, or `name:suffix` for a name with its own braces.
+fn suffixed(name: &str, suffix: &str) -> String {
+    if name.contains('{') { format!("{name}:{suffix}") } else { format!("{{{name}}}:{suffix}") }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rw_locks_and_semaphores_keep_their_keys_in_one_slot_and_hand_off() {
+    let Some(mut cluster) = setup().await else { return };
+    let plain = support::unique("rc-prim");
+    let tagged = format!("{{{}}}:jobs", support::unique("rc-primtag"));
+    let (a, b) = (Client::connect(&cluster.url).await.unwrap(), Client::connect(&cluster.url).await.unwrap());
+    let mut side = Vec::new();
+    for name in [plain.clone(), tagged.clone()] {
+        let slot = cluster.keyslot(&name).await;
+        // Read-write lock: readers share, a waiting writer is woken by the last reader's sharded release.
+        let r1 = a.rw_lock(&name).read(&LockOptions::default().owner("r")).await.unwrap();
+        let r2 = b.rw_lock(&name).try_read(&LockOptions::default()).await.unwrap().unwrap();
+        assert_eq!(r1.fence(), r2.fence());
+        let timeout = suffixed(&name, &format!("{}:rwlock_timeout:1", r1.holder()));
+        let alive: bool = cluster.data.exists(&timeout).await.unwrap();
+        assert!(alive, "{timeout}");
+        let rw_keys = [
+            timeout,
+            prefixed("redisson_rwlock", &name),
+            prefixed("fencelock_rw_epoch", &name),
+            prefixed("fencelock_rw_writers", &name),
+        ];
+        for key in &rw_keys {
+            assert_eq!(cluster.keyslot(key).await, slot, "{key}");
+        }
+        r2.release().await.unwrap();
+        let writer = {
+            let (b, name) = (b.clone(), name.clone());
+            tokio::spawn(async move {
+                b.rw_lock(&name).write(&LockOptions::default().timeout(Duration::from_secs(20))).await.unwrap()
+            })
+        };
+        cluster.await_subscriber(&rw_keys[1]).await;
+        let released = Instant::now();
+        r1.release().await.unwrap();
+        let w = writer.await.unwrap();
+        assert!(released.elapsed() < Duration::from_secs(2), "{name}: woken after {:?}", released.elapsed());
+        assert!(w.fence() > r1.fence());
+        w.release().await.unwrap();
+        // Semaphore: Redisson's count string and timeout zset, our slots, all in the name's slot.
+        let sem = a.semaphore(&name, 2);
+        let p = sem.acquire(&LockOptions::default()).await.unwrap();
+        let q = b.semaphore(&name, 2).try_acquire(&LockOptions::default()).await.unwrap().unwrap();
+        assert_ne!(p.slot(), q.slot());
+        assert!(b.semaphore(&name, 2).try_acquire(&LockOptions::default()).await.unwrap().is_none());
+        let count: String = cluster.data.get(&name).await.unwrap();
+        assert_eq!(count, "0");
+        let out: i64 = cluster.data.zcard(suffixed(&name, "timeout")).await.unwrap();
+        assert_eq!(out, 2);
+        let sem_keys = [
+            prefixed("redisson_sc", &name),
+            prefixed("fencelock_sem_slots", &name),
+            prefixed("fencelock_sem_tokens", &name),
+            prefixed("fencelock_sem_permits", &name),
+        ];
+        for key in &sem_keys {
+            assert_eq!(cluster.keyslot(key).await, slot, "{key}");
+        }
+        p.release().await.unwrap();
+        q.release().await.unwrap();
+        assert_eq!(sem.available().await.unwrap(), 2);
+        side.extend([name.clone(), prefixed("redisson_lock_token", &name), rw_keys[2].clone()]);
+        side.extend(sem_keys[1..].iter().cloned());
+    }
+    let (plain_keys, tagged_keys) = side.split_at(side.len() / 2);
+    cluster.clean_up("rc-primtag", tagged_keys).await;
+    cluster.clean_up("rc-prim", plain_keys).await;
+}

@@ -223,3 +223,50 @@ async fn wait_replicas_on_a_server_without_replicas_refuses_the_grant() {
     let err = client.fence(&name).write(1, b"x").await.unwrap_err();
     assert!(err.message().contains("reached the master only"), "{err}");
 }
+
+#[tokio::test]
+async fn rw_locks_and_semaphores_through_the_sentinels() {
+    let Some(topo) = Topology::from_env() else { return };
+    let _one = ONE_AT_A_TIME.lock().await;
+    topo.wait_healthy().await;
+    let name = support::unique("sentinel-prim");
+    let a = Client::connect(&topo.url).await.unwrap();
+    let b = Client::connect(&topo.url).await.unwrap();
+    let mut master = topo.node(topo.master_port().await).await;
+    // Read-write lock, replica-synced like the mutex: readers share, a writer waits and is woken.
+    let r = a.rw_lock(&name).read(&opts()).await.unwrap();
+    let mode: String = master.hget(&name, "mode").await.unwrap();
+    assert_eq!(mode, "read");
+    assert!(b.rw_lock(&name).try_write(&opts()).await.unwrap().is_none());
+    let writer = {
+        let (b, name) = (b.clone(), name.clone());
+        tokio::spawn(async move { b.rw_lock(&name).write(&opts().timeout(Duration::from_secs(20))).await })
+    };
+    let marks = format!("fencelock_rw_writers:{{{name}}}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while master.zcard::<_, i64>(&marks).await.unwrap() == 0 {
+        assert!(Instant::now() < deadline, "the writer never marked itself as waiting");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let released = Instant::now();
+    r.release().await.unwrap();
+    let w = writer.await.unwrap().unwrap();
+    assert!(released.elapsed() < Duration::from_secs(2), "woken after {:?}", released.elapsed());
+    assert!(w.fence() > r.fence());
+    w.release().await.unwrap();
+    // Semaphore: Redisson's count string on the master, slot tokens, the count back whole.
+    let sem = a.semaphore(&name, 2);
+    let p = sem.acquire(&opts()).await.unwrap();
+    let count: String = master.get(&name).await.unwrap();
+    assert_eq!(count, "1");
+    let q = b.semaphore(&name, 2).try_acquire(&opts()).await.unwrap().unwrap();
+    assert_ne!(p.slot(), q.slot());
+    assert!(b.semaphore(&name, 2).try_acquire(&opts()).await.unwrap().is_none());
+    p.release().await.unwrap();
+    q.release().await.unwrap();
+    assert_eq!(sem.available().await.unwrap(), 2);
+    let side =
+        ["fencelock_rw_epoch", "fencelock_sem_tokens", "fencelock_sem_permits"].map(|p| format!("{p}:{{{name}}}"));
+    let _: () = master.del(&name).await.unwrap();
+    let _: () = master.del(&side).await.unwrap();
+}

@@ -719,3 +719,31 @@ async fn a_plaintext_url_a_wrong_ca_and_a_wrong_password_are_refused() {
     redis_tls::refuses_a_wrong_ca(&server).await;
     redis_tls::refuses_a_wrong_password(&server).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_and_rw_locks_are_unsupported_and_say_why() {
+    let Some(instances) = Instances::start(3).await else { return };
+    let client = Client::connect(&instances.url()).await.unwrap();
+    let caps = client.capability();
+    assert!(!caps.semaphore && !caps.rw_lock, "{caps:?}");
+    let name = support::unique("redlock-kinds");
+    let err = client.semaphore(&name, 2).try_acquire(&opts(5_000)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    for says in ["semaphore", "majority", "count without a shared order"] {
+        assert!(err.message().contains(says), "{err}");
+    }
+    let err = client.semaphore(&name, 2).available().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    for attempt in
+        [client.rw_lock(&name).try_read(&opts(5_000)).await, client.rw_lock(&name).try_write(&opts(5_000)).await]
+    {
+        let err = attempt.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        assert!(err.message().contains("read-write") && err.message().contains("majority"), "{err}");
+    }
+    // Nothing reached the instances.
+    for &port in &instances.ports {
+        assert!(keys(port, &format!("*{name}*")).await.is_empty(), "port {port}");
+    }
+    client.close().await;
+}

@@ -3,6 +3,10 @@
 //! `redisson_lock__channel:{name}`. The fence token comes from the counter `redisson_lock_token:{name}`, raised to
 //! the server clock in µs by the acquire script (see [`acquire_lua`]).
 //!
+//! Read-write locks ([`rwlock`]) and semaphores ([`semaphore`]) follow Redisson's `RReadWriteLock` and
+//! `RPermitExpirableSemaphore` layouts on the same name, with side keys of fencelock's own for what Redisson lacks
+//! (writer preference, epoch and slot tokens, the agreed number of permits); the fair queue serves mutexes only.
+//!
 //! Waiters share one RESP3 pub/sub connection per client; a message they miss costs at most the holder's
 //! remaining TTL, the bound every wait uses.
 //!
@@ -13,7 +17,9 @@
 
 pub(super) mod fair;
 mod replicas;
+mod rwlock;
 mod security;
+mod semaphore;
 pub(crate) mod sentinel;
 
 use std::collections::HashMap;
@@ -38,8 +44,8 @@ use super::record::{RecordAttempt, Records};
 use super::redact;
 use super::waiters::{Channels, Listen, Subscription, wait_notified};
 use super::{
-    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
-    ttl_ms,
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, HoldKind, LockInfo, Pending, Undo, fenced, lock_lost,
+    not_held, ttl_ms,
 };
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
@@ -214,6 +220,11 @@ pub(crate) trait Deployment: Send + Sync + fmt::Debug + Sized + 'static {
     fn prefixed(prefix: &str, name: &str) -> String {
         format!("{prefix}:{{{name}}}")
     }
+    /// Redisson's key prefix of lock `name` for keys it names by suffix (`suffixName`): `{name}`, from which the
+    /// read holds' timeout keys and the semaphore's timeout zset are named.
+    fn key_prefix(name: &str) -> String {
+        format!("{{{name}}}")
+    }
     /// The URL's `fair=`, if it gave one.
     fn fair(&self) -> Option<bool> {
         None
@@ -362,6 +373,8 @@ struct Scripts {
     force: Script,
     fence_write: Script,
     fair: fair::Scripts,
+    rw: rwlock::Scripts,
+    sem: semaphore::Scripts,
 }
 
 impl Scripts {
@@ -374,6 +387,8 @@ impl Scripts {
             force: Script::new(&force_release_lua(publish)),
             fence_write: Script::new(FENCE_WRITE),
             fair: fair::Scripts::publishing_with(publish),
+            rw: rwlock::Scripts::publishing_with(publish),
+            sem: semaphore::Scripts::publishing_with(publish),
         }
     }
 }
@@ -463,6 +478,23 @@ impl<D: Deployment> RedisLock<D> {
         script.invoke_async(&mut self.conn.clone()).await.map_err(|e| self.err(e))
     }
 
+    /// Runs `script` with `keys` and `args`.
+    async fn invoke_with<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: Vec<String>,
+        args: impl IntoIterator<Item = String>,
+    ) -> Result<T> {
+        let mut call = script.prepare_invoke();
+        for key in keys {
+            call.key(key);
+        }
+        for arg in args {
+            call.arg(arg);
+        }
+        self.invoke(&call).await
+    }
+
     async fn release_script(&self, name: &str, holder: &str) -> Result<bool> {
         // The queue's keys too: a release wakes the fair queue's head when one waits.
         let mut release = self.scripts.release.key(name);
@@ -472,6 +504,48 @@ impl<D: Deployment> RedisLock<D> {
         }
         release.arg(holder);
         Ok(self.invoke::<i64>(&release).await? == 1)
+    }
+
+    /// Deletes any hold of `req`'s kind that `req.holder` may have taken (and a waiting writer's mark); whether
+    /// there was a hold.
+    async fn release_taken(&self, req: &AcquireRequest) -> Result<bool> {
+        match req.kind {
+            HoldKind::Read | HoldKind::Write => self.rw_abandon(req).await,
+            HoldKind::Permit { .. } => self.sem_abandon(&req.name, &req.holder).await,
+            _ => self.release_script(&req.name, &req.holder).await,
+        }
+    }
+
+    /// The channel a waiter for `req` listens on: where releases of holds of its kind are published.
+    fn channel_of(req: &AcquireRequest) -> String {
+        match req.kind {
+            HoldKind::Read | HoldKind::Write => rwlock::channel::<D>(&req.name),
+            HoldKind::Permit { .. } => semaphore::channel::<D>(&req.name),
+            _ => D::channel(&req.name),
+        }
+    }
+}
+
+/// What a waiter keeps between attempts: its subscription once it has waited, and whether a writer's waiting mark
+/// of it may be on the server.
+#[derive(Debug)]
+pub(crate) struct Waiter<L: super::waiters::Listen> {
+    sub: Option<Subscription<L>>,
+    marked: bool,
+}
+
+impl<L: super::waiters::Listen> Default for Waiter<L> {
+    fn default() -> Self {
+        Waiter { sub: None, marked: false }
+    }
+}
+
+impl<L: super::waiters::Listen> Waiter<L> {
+    /// Notes the release messages seen so far: call it right before an attempt.
+    pub(crate) fn mark(&mut self) {
+        if let Some(sub) = &mut self.sub {
+            sub.mark();
+        }
     }
 }
 
@@ -483,8 +557,8 @@ impl<D: Deployment> Backend for RedisLock<D> {
             native_wait: true,
             fair: self.fair,
             session_bound: false,
-            rw_lock: false,
-            semaphore: false,
+            rw_lock: true,
+            semaphore: true,
         }
     }
 
@@ -497,19 +571,29 @@ impl<D: Deployment> Backend for RedisLock<D> {
     }
 
     fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
-        if req.fair.unwrap_or(self.fair) {
+        if req.kind == HoldKind::Exclusive && req.fair.unwrap_or(self.fair) {
             return fair::FairAttempt::begin(self, req, undo);
         }
         RecordAttempt::begin(self, req, undo)
     }
 
     async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
+        match grant.kind {
+            HoldKind::Read | HoldKind::Write => return self.rw_renew(grant, ttl).await,
+            HoldKind::Permit { .. } => return self.sem_renew(grant, ttl).await,
+            _ => {}
+        }
         let mut renew = self.scripts.renew.key(&grant.name);
         renew.arg(ttl_ms(ttl)).arg(&grant.holder);
         if self.invoke::<i64>(&renew).await? == 1 { Ok(()) } else { Err(lock_lost(grant, &self.url)) }
     }
 
     async fn release(&self, grant: &Grant) -> Result<()> {
+        match grant.kind {
+            HoldKind::Read | HoldKind::Write => return self.rw_release(grant).await,
+            HoldKind::Permit { .. } => return self.sem_release(grant).await,
+            _ => {}
+        }
         if self.release_script(&grant.name, &grant.holder).await? { Ok(()) } else { Err(not_held(grant, &self.url)) }
     }
 
@@ -519,6 +603,13 @@ impl<D: Deployment> Backend for RedisLock<D> {
         force.key(D::channel(name));
         let (deleted, what): (i64, String) = self.invoke(&force).await?;
         if deleted < 0 {
+            // Not a mutex: a read-write lock or a semaphore, perhaps.
+            if let Some(deleted) = self.rw_force(name).await? {
+                return Ok(deleted);
+            }
+            if let Some(deleted) = self.sem_force(name).await? {
+                return Ok(deleted);
+            }
             return Err(Error::invalid(format!(
                 "{}: key {name:?} is {what}, not a lock record; refusing to delete it",
                 self.url
@@ -530,18 +621,28 @@ impl<D: Deployment> Backend for RedisLock<D> {
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
         D::check_name(name)?;
         // The keys of one lock share a slot, so on a cluster too this is one pipeline to one node.
-        let (fields, pttl, token): (HashMap<String, i64>, i64, Option<u64>) = redis::pipe()
-            .hgetall(name)
-            .pttl(name)
-            .get(D::token_key(name))
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.err(e))?;
-        let holder = fields.into_keys().next();
+        let read: Result<(HashMap<String, String>, i64, Option<u64>), RedisError> =
+            redis::pipe().hgetall(name).pttl(name).get(D::token_key(name)).query_async(&mut self.conn.clone()).await;
+        let (fields, pttl, token) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                // A semaphore's count string is no hash (redis-rs reports WRONGTYPE inside a pipeline failure).
+                let kind: Option<String> = redis::cmd("TYPE").arg(name).query_async(&mut self.conn.clone()).await.ok();
+                if kind.as_deref() == Some("string") {
+                    return self.sem_inspect(name).await;
+                }
+                return Err(self.err(e));
+            }
+        };
+        // A read-write lock's hash has its `mode`, and names the writer `<holder>:write`.
+        let rw = fields.contains_key("mode");
+        let mut holders: Vec<String> = fields.into_keys().filter(|f| f != "mode").collect();
+        holders.sort_by_key(|f| !f.ends_with(":write"));
+        let holder = holders.first().map(|f| rwlock::holder_of(f).to_string());
         // Waiters subscribe to the release channel (one subscription per client, however many of its calls wait).
         let waiters = match D::NUMSUB {
             Some(sub) => {
-                let channel = D::channel(name);
+                let channel = if rw { rwlock::channel::<D>(name) } else { D::channel(name) };
                 let mut counts: HashMap<String, u64> = redis::cmd("PUBSUB")
                     .arg(sub)
                     .arg(&channel)
@@ -558,6 +659,11 @@ impl<D: Deployment> Backend for RedisLock<D> {
             last_token: token,
             waiters,
         })
+    }
+
+    async fn available(&self, name: &str, permits: u32) -> Result<u32> {
+        D::check_name(name)?;
+        self.sem_available(name, permits).await
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
@@ -582,17 +688,20 @@ impl<D: Deployment> Backend for RedisLock<D> {
 
 #[async_trait]
 impl<D: Deployment> Records for RedisLock<D> {
-    type Waiter = Option<Subscription<D::PubSub>>;
+    type Waiter = Waiter<D::PubSub>;
 
     async fn take(&self, req: &AcquireRequest, waiter: &mut Self::Waiter) -> Result<Attempt> {
         D::check_name(&req.name)?;
         // Remember which release messages were already seen, so `wait` returns at once for one that lands meanwhile.
-        if let Some(sub) = waiter {
-            sub.mark();
+        waiter.mark();
+        match req.kind {
+            HoldKind::Read | HoldKind::Write => return self.rw_take(req, waiter).await,
+            HoldKind::Permit { permits } => return self.sem_take(req, permits).await,
+            _ => {}
         }
         let keys = [req.name.clone(), D::token_key(&req.name)];
         let args = [ttl_ms(req.ttl).to_string().into_bytes(), req.holder.clone().into_bytes()];
-        let reply = self.acquire_synced(&req.name, &req.holder, &self.scripts.acquire, &keys, &args).await?;
+        let reply = self.acquire_synced(req, &self.scripts.acquire, &keys, &args).await?;
         let [ok, n] = reply[..] else {
             return Err(Error::internal(format!("{}: unexpected reply {reply:?}", self.url)));
         };
@@ -612,9 +721,13 @@ impl<D: Deployment> Records for RedisLock<D> {
     ) -> Result<()> {
         let subscribe = async {
             let pubsub = self.pubsub().await?;
-            self.channels.subscribe(pubsub, D::channel(&req.name)).await.map_err(|e| self.err(e))
+            self.channels.subscribe(pubsub, Self::channel_of(req)).await.map_err(|e| self.err(e))
         };
         let free = async {
+            if req.kind != HoldKind::Exclusive {
+                // Look again at once: a release may have gone to nobody meanwhile.
+                return Ok(true);
+            }
             let exists: bool = redis::cmd("EXISTS")
                 .arg(&req.name)
                 .query_async(&mut self.conn.clone())
@@ -622,7 +735,7 @@ impl<D: Deployment> Records for RedisLock<D> {
                 .map_err(|e| self.err(e))?;
             Ok(!exists)
         };
-        wait_notified(waiter, busy.wait_until(deadline), subscribe, free).await
+        wait_notified(&mut waiter.sub, busy.wait_until(deadline), subscribe, free).await
     }
 
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
@@ -630,7 +743,11 @@ impl<D: Deployment> Records for RedisLock<D> {
         if D::check_name(&req.name).is_err() {
             return Ok(());
         }
-        self.release_script(&req.name, &req.holder).await.map(drop)
+        self.release_taken(req).await.map(drop)
+    }
+
+    fn left_behind(waiter: &Self::Waiter) -> bool {
+        waiter.marked
     }
 }
 

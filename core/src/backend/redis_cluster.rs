@@ -24,6 +24,11 @@
 //! backends (and Redisson, which uses `prefixName` everywhere) name the counter differently; for brace-free names they
 //! agree. Fence registers are one key each, `fencelock_fence:{<resource>}`, and accept any resource.
 //!
+//! Read-write locks and semaphores name their other keys the same way: `prefixName` for channels and fencelock's
+//! side keys (`redisson_rwlock:{<name>}`, `fencelock_rw_epoch:{<name>}`, …), Redisson's `suffixName` for the read
+//! holds' timeout keys and the semaphore's zset (`{<name>}:…`, or `<name>:…` for a name with its own tag), so the
+//! same names are accepted and every key of one lock lies in its slot.
+//!
 //! # Waiters
 //!
 //! Releases publish `0` with SPUBLISH (Redis ≥ 7 sharded pub/sub), on the channel's own slot, which is the lock's: the
@@ -255,6 +260,11 @@ impl Deployment for Cluster {
 
     fn prefixed(prefix: &str, name: &str) -> String {
         prefixed(prefix, name)
+    }
+
+    fn key_prefix(name: &str) -> String {
+        // Redisson's `suffixName`: the name itself when it brings its own `{`.
+        if name.contains('{') { name.to_string() } else { format!("{{{name}}}") }
     }
 
     fn fair(&self) -> Option<bool> {

@@ -76,7 +76,7 @@ use self::instance::Instance;
 use self::round::{Answers, Count, Quorum, gather};
 use super::record::Records;
 use super::redis::{RedisBackend, token_key};
-use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, lock_lost, not_held};
+use super::{AcquireRequest, Backend, Capability, Grant, HoldKind, LockInfo, Pending, Undo, lock_lost, not_held};
 use super::{drift, redact};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ClientOptions;
@@ -339,6 +339,16 @@ impl RedlockBackend {
     }
 }
 
+/// Why Redlock has no semaphores: a mutex's majority argument — two majorities share an instance, which grants
+/// one holder — does not carry over to counts.
+const WHY_NO_SEMAPHORE: &str = "a semaphore's majority argument fails on Redlock: N independent instances cannot agree \
+     on a count without a shared order (with 2 permits and 3 instances, three clients can each hold a permit on a \
+     majority at once)";
+
+/// Why Redlock has no read-write locks: the same, for a run of readers and its epoch token.
+const WHY_NO_RW_LOCK: &str = "a read-write lock's majority argument fails on Redlock: N independent instances cannot \
+     agree on who reads and on one epoch token per run of readers without a shared order";
+
 #[async_trait]
 impl Backend for RedlockBackend {
     fn capability(&self) -> Capability {
@@ -354,6 +364,14 @@ impl Backend for RedlockBackend {
 
     fn describe(&self) -> &str {
         &self.url
+    }
+
+    fn why_unsupported(&self, kind: HoldKind) -> Option<&'static str> {
+        match kind {
+            HoldKind::Permit { .. } => Some(WHY_NO_SEMAPHORE),
+            HoldKind::Read | HoldKind::Write => Some(WHY_NO_RW_LOCK),
+            _ => None,
+        }
     }
 
     fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {

@@ -157,7 +157,7 @@ impl<D: Deployment> Pending for FairAttempt<D> {
         let place_ms = if enqueue { ttl_ms(place) } else { 0 };
         let args = [ttl_ms(self.req.ttl).to_string(), holder.clone(), place_ms.to_string()].map(String::into_bytes);
         self.queued |= enqueue;
-        let acquire = self.lock.acquire_synced(name, holder, &self.lock.scripts.fair.acquire, &keys, &args);
+        let acquire = self.lock.acquire_synced(&self.req, &self.lock.scripts.fair.acquire, &keys, &args);
         let reply = self.doubt.clone().settle(acquire).await?;
         let (ok, n, at) = match reply[..] {
             [ok, n] => (ok, n, -1),

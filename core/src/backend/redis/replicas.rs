@@ -19,6 +19,7 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisError, Script, ServerErrorKind, Value};
 
 use super::{Deployment, RedisLock};
+use crate::backend::AcquireRequest;
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 
@@ -189,8 +190,7 @@ impl<D: Deployment> RedisLock<D> {
     /// did not get through.
     pub(super) async fn acquire_synced(
         &self,
-        name: &str,
-        holder: &str,
+        req: &AcquireRequest,
         script: &Script,
         keys: &[String],
         args: &[Vec<u8>],
@@ -209,7 +209,8 @@ impl<D: Deployment> RedisLock<D> {
         let (reply, confirmed): (Vec<i64>, u32) =
             run_synced(&mut conn, &self.sync, script, keys, args).await.map_err(|e| self.err(e))?;
         if reply.first() == Some(&1) && confirmed < self.sync.replicas {
-            let released = self.release_script(name, holder).await;
+            let name = &req.name;
+            let released = self.release_taken(req).await;
             let note = match released {
                 Ok(_) => "released it".to_string(),
                 Err(e) => format!("could not release it ({e}); it expires after its TTL"),

@@ -11,8 +11,7 @@ use tokio::time::Instant;
 use super::round::{Answers, Count, gather};
 use super::{RedlockBackend, instance};
 use crate::backend::record::Records;
-use crate::backend::redis::{PubSub, RedisBackend};
-use crate::backend::waiters::Subscription;
+use crate::backend::redis::{PubSub, RedisBackend, Waiter};
 use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Pending, Undo, poll_backoff};
 use crate::error::{Error, Result};
 
@@ -24,7 +23,7 @@ const UNKNOWN_TTL_RECHECK: Duration = Duration::from_millis(100);
 pub(super) struct RedlockAttempt {
     backend: Arc<RedlockBackend>,
     req: AcquireRequest,
-    subscriptions: Vec<Option<Subscription<PubSub>>>,
+    subscriptions: Vec<Waiter<PubSub>>,
     held_elsewhere: Vec<bool>,
     split: bool,
     doubt: Doubt,
@@ -51,7 +50,7 @@ impl RedlockAttempt {
         RedlockAttempt {
             backend,
             req,
-            subscriptions: (0..n).map(|_| None).collect(),
+            subscriptions: (0..n).map(|_| Waiter::default()).collect(),
             held_elsewhere: vec![false; n],
             split: false,
             doubt: Doubt::default(),
@@ -64,8 +63,8 @@ impl RedlockAttempt {
     async fn vote(&mut self) -> Votes {
         let mut votes_sent = Vec::new();
         // Remember which release messages were seen already, so `wait` returns at once for one that lands meanwhile.
-        for sub in self.subscriptions.iter_mut().flatten() {
-            sub.mark();
+        for waiter in &mut self.subscriptions {
+            waiter.mark();
         }
         let mut requests = Vec::new();
         for instance in &self.backend.instances {
@@ -74,7 +73,7 @@ impl RedlockAttempt {
             votes_sent.push(sent.clone());
             let take = move |b: Arc<RedisBackend>| {
                 sent.store(true, Ordering::SeqCst);
-                async move { b.take(&req, &mut None).await }
+                async move { b.take(&req, &mut Waiter::default()).await }
             };
             requests.push(instance.call(Some(&self.req.name), take));
         }
@@ -131,7 +130,7 @@ impl RedlockAttempt {
 
     /// The connected instances that hold another's record, with their subscriptions: where we were granted, our own
     /// clean-up sent a release message.
-    fn listeners(&mut self) -> Vec<(Arc<RedisBackend>, &mut Option<Subscription<PubSub>>)> {
+    fn listeners(&mut self) -> Vec<(Arc<RedisBackend>, &mut Waiter<PubSub>)> {
         self.backend
             .instances
             .iter()
@@ -170,7 +169,7 @@ impl Pending for RedlockAttempt {
 /// Resolves on the first release message one of `listeners` hears, once enough of the holder's records have
 /// expired to free a majority (`busy`), or at `deadline`.
 async fn first_release(
-    listeners: Vec<(Arc<RedisBackend>, &mut Option<Subscription<PubSub>>)>,
+    listeners: Vec<(Arc<RedisBackend>, &mut Waiter<PubSub>)>,
     req: &AcquireRequest,
     busy: &Busy,
     deadline: Option<Instant>,
