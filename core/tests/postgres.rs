@@ -269,3 +269,127 @@ fn database_names_are_replaced() {
     assert_eq!(with_dbname("postgres://u@h:1/a?x=y", "b"), "postgres://u@h:1/b?x=y");
     assert_eq!(with_dbname("postgres://h:1", "b"), "postgres://h:1/b");
 }
+
+/// The read-write lock and semaphore tests every SQL store runs (`support/sql.rs`), each on a new database.
+macro_rules! hold_tests {
+    ($($test:ident),*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let Some(db) = TestDb::create().await else {
+                return;
+            };
+            support::sql::$test(&db.url).await;
+            db.finish_holds().await;
+        }
+    )*};
+}
+
+hold_tests!(
+    readers_share_and_a_writer_excludes,
+    a_waiting_writer_blocks_other_clients_readers,
+    slot_tokens_rise_per_slot,
+    a_crashed_permit_frees_at_its_ttl,
+    a_permits_mismatch_names_both_numbers,
+    cancelled_hold_acquires_leave_nothing
+);
+
+impl TestDb {
+    /// Checks that no live read, write, mark or permit row is left, then what `finish` checks.
+    async fn finish_holds(self) {
+        let now = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+        let sql = self.sql().await;
+        let live = format!(
+            "SELECT (SELECT count(*) FROM fencelock_rwholds WHERE expires_at > {now})
+                  + (SELECT count(*) FROM fencelock_slots WHERE holder IS NOT NULL AND expires_at > {now})"
+        );
+        let held: i64 = sql.query_one(&live, &[]).await.unwrap().get(0);
+        assert_eq!(held, 0, "holds still live in {}", self.name);
+        self.finish().await;
+    }
+}
+
+/// The pid of the connection LISTENing for holds of `family` on `name`: the channel computed with SQL from the
+/// documented formula, `'fencelock_' || md5(<family> NUL <name>)`.
+async fn hold_listener(sql: &tokio_postgres::Client, family: &str, name: &str) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = sql
+            .query_opt(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+                 AND query = 'LISTEN fencelock_' || md5(convert_to($1, 'UTF8') || '\\x00'::bytea || convert_to($2, 'UTF8'))",
+                &[&family, &name],
+            )
+            .await
+            .unwrap();
+        if let Some(row) = row {
+            return row.get(0);
+        }
+        assert!(Instant::now() < deadline, "no connection started listening for {family} {name:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_a_read_or_a_permit_wakes_the_waiter_long_before_the_ttl() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let holder = Client::connect(&db.url).await.unwrap();
+    // Two waiting clients: a listening connection shows only its last LISTEN.
+    let (waiter, other) = (Client::connect(&db.url).await.unwrap(), Client::connect(&db.url).await.unwrap());
+    let long = LockOptions::default().ttl(Duration::from_secs(30)).timeout(Duration::from_secs(20));
+    let read = holder.rw_lock("wake").read(&long).await.unwrap();
+    let permit = holder.semaphore("wake", 1).acquire(&long).await.unwrap();
+    let (w, l) = (waiter.clone(), long.clone());
+    let writer = tokio::spawn(async move { (w.rw_lock("wake").write(&l).await, Instant::now()) });
+    let (w, l) = (other.clone(), long.clone());
+    let second = tokio::spawn(async move { (w.semaphore("wake", 1).acquire(&l).await, Instant::now()) });
+    let sql = db.sql().await;
+    hold_listener(&sql, "rwlock", "wake").await;
+    let released = Instant::now();
+    read.release().await.unwrap();
+    let (write, at) = writer.await.unwrap();
+    // Every hold lived 30 s: only the notification explains a hand-off this fast.
+    assert!(at - released < Duration::from_secs(2), "read → write hand-off took {:?}", at - released);
+    write.unwrap().release().await.unwrap();
+    hold_listener(&sql, "semaphore", "wake").await;
+    let released = Instant::now();
+    permit.release().await.unwrap();
+    let (next, at) = second.await.unwrap();
+    assert!(at - released < Duration::from_secs(2), "permit hand-off took {:?}", at - released);
+    next.unwrap().release().await.unwrap();
+    for client in [holder, waiter, other] {
+        client.close().await;
+    }
+    db.finish_holds().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_of_the_old_schema_gains_the_hold_tables() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    // Tables as a version without read-write locks and semaphores made them.
+    db.sql()
+        .await
+        .batch_execute(
+            "CREATE TABLE fencelock_locks (name TEXT PRIMARY KEY, holder TEXT, count INTEGER NOT NULL DEFAULT 0,
+                 expires_at BIGINT NOT NULL DEFAULT 0, fence BIGINT NOT NULL);
+             CREATE TABLE fencelock_fences (resource TEXT PRIMARY KEY, token BIGINT NOT NULL, value BYTEA NOT NULL);
+             CREATE TABLE fencelock_epoch (id INTEGER PRIMARY KEY, us BIGINT NOT NULL);
+             INSERT INTO fencelock_epoch VALUES (1, 1000);
+             INSERT INTO fencelock_locks VALUES ('old', NULL, 0, 0, 4242);",
+        )
+        .await
+        .unwrap();
+    let client = Client::connect(&db.url).await.unwrap();
+    let lease = client.try_lock("old", &LockOptions::default()).await.unwrap().unwrap();
+    assert_eq!(lease.fence(), 4243, "the old counter continues");
+    let read = client.rw_lock("old").try_read(&LockOptions::default()).await.unwrap().unwrap();
+    let permit = client.semaphore("old", 2).try_acquire(&LockOptions::default()).await.unwrap().unwrap();
+    for l in [lease, read, permit] {
+        l.release().await.unwrap();
+    }
+    client.close().await;
+    db.finish_holds().await;
+}
