@@ -73,20 +73,25 @@ impl Drop for TestDb {
 /// The pid of the connection LISTENing for `lock`, other than `not`, once there is one. The channel is computed
 /// here with SQL (`'fencelock_' || md5(name)`), which also checks the documented formula.
 async fn listener_pid(sql: &tokio_postgres::Client, lock: &str, not: Option<i32>) -> i32 {
+    listening(sql, lock.as_bytes(), not).await
+}
+
+/// The pid of the connection LISTENing on `'fencelock_' || md5(key)`, other than `not`, once there is one.
+async fn listening(sql: &tokio_postgres::Client, key: &[u8], not: Option<i32>) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let row = sql
             .query_opt(
                 "SELECT pid FROM pg_stat_activity
-                 WHERE datname = current_database() AND query = 'LISTEN fencelock_' || md5($1) AND pid <> $2",
-                &[&lock, &not.unwrap_or(0)],
+                 WHERE datname = current_database() AND query = 'LISTEN fencelock_' || md5($1::bytea) AND pid <> $2",
+                &[&key, &not.unwrap_or(0)],
             )
             .await
             .unwrap();
         if let Some(row) = row {
             return row.get(0);
         }
-        assert!(Instant::now() < deadline, "no connection started listening for {lock:?}");
+        assert!(Instant::now() < deadline, "no connection started listening for {:?}", String::from_utf8_lossy(key));
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -284,14 +289,7 @@ macro_rules! hold_tests {
     )*};
 }
 
-hold_tests!(
-    readers_share_and_a_writer_excludes,
-    a_waiting_writer_blocks_other_clients_readers,
-    slot_tokens_rise_per_slot,
-    a_crashed_permit_frees_at_its_ttl,
-    a_permits_mismatch_names_both_numbers,
-    cancelled_hold_acquires_leave_nothing
-);
+support::sql::each_hold_test!(hold_tests);
 
 impl TestDb {
     /// Checks that no live read, write, mark or permit row is left, then what `finish` checks.
@@ -308,25 +306,10 @@ impl TestDb {
     }
 }
 
-/// The pid of the connection LISTENing for holds of `family` on `name`: the channel computed with SQL from the
-/// documented formula, `'fencelock_' || md5(<family> NUL <name>)`.
+/// The pid of the connection LISTENing for holds of `family` on `name`, by the documented formula
+/// `'fencelock_' || md5(<family> NUL <name>)`.
 async fn hold_listener(sql: &tokio_postgres::Client, family: &str, name: &str) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let row = sql
-            .query_opt(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
-                 AND query = 'LISTEN fencelock_' || md5(convert_to($1, 'UTF8') || '\\x00'::bytea || convert_to($2, 'UTF8'))",
-                &[&family, &name],
-            )
-            .await
-            .unwrap();
-        if let Some(row) = row {
-            return row.get(0);
-        }
-        assert!(Instant::now() < deadline, "no connection started listening for {family} {name:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    listening(sql, format!("{family}\0{name}").as_bytes(), None).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -369,27 +352,7 @@ async fn a_database_of_the_old_schema_gains_the_hold_tables() {
     let Some(db) = TestDb::create().await else {
         return;
     };
-    // Tables as a version without read-write locks and semaphores made them.
-    db.sql()
-        .await
-        .batch_execute(
-            "CREATE TABLE fencelock_locks (name TEXT PRIMARY KEY, holder TEXT, count INTEGER NOT NULL DEFAULT 0,
-                 expires_at BIGINT NOT NULL DEFAULT 0, fence BIGINT NOT NULL);
-             CREATE TABLE fencelock_fences (resource TEXT PRIMARY KEY, token BIGINT NOT NULL, value BYTEA NOT NULL);
-             CREATE TABLE fencelock_epoch (id INTEGER PRIMARY KEY, us BIGINT NOT NULL);
-             INSERT INTO fencelock_epoch VALUES (1, 1000);
-             INSERT INTO fencelock_locks VALUES ('old', NULL, 0, 0, 4242);",
-        )
-        .await
-        .unwrap();
-    let client = Client::connect(&db.url).await.unwrap();
-    let lease = client.try_lock("old", &LockOptions::default()).await.unwrap().unwrap();
-    assert_eq!(lease.fence(), 4243, "the old counter continues");
-    let read = client.rw_lock("old").try_read(&LockOptions::default()).await.unwrap().unwrap();
-    let permit = client.semaphore("old", 2).try_acquire(&LockOptions::default()).await.unwrap().unwrap();
-    for l in [lease, read, permit] {
-        l.release().await.unwrap();
-    }
-    client.close().await;
+    let sql = db.sql().await;
+    support::sql::an_old_schema_gains_the_hold_tables(&db.url, async |ddl| sql.batch_execute(ddl).await.unwrap()).await;
     db.finish_holds().await;
 }

@@ -106,54 +106,19 @@ macro_rules! hold_tests {
     )*};
 }
 
-hold_tests!(
-    readers_share_and_a_writer_excludes,
-    a_waiting_writer_blocks_other_clients_readers,
-    slot_tokens_rise_per_slot,
-    a_crashed_permit_frees_at_its_ttl,
-    a_permits_mismatch_names_both_numbers,
-    cancelled_hold_acquires_leave_nothing
-);
+support::sql::each_hold_test!(hold_tests);
 
-/// A file made by a version without read-write locks and semaphores: its mutex rows keep their counters, and the
-/// new tables are made beside them on the first connect.
+/// A file made by a version without read-write locks and semaphores gains their tables on the first connect.
 #[tokio::test]
 async fn a_file_of_the_old_schema_gains_the_hold_tables() {
     let (dir, url) = fresh_db();
     let path = dir.join("locks.db");
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(
-            "CREATE TABLE fencelock_locks (name TEXT PRIMARY KEY, holder TEXT, count INTEGER NOT NULL DEFAULT 0,
-                 expires_at INTEGER NOT NULL DEFAULT 0, fence INTEGER NOT NULL);
-             CREATE TABLE fencelock_fences (resource TEXT PRIMARY KEY, token INTEGER NOT NULL, value BLOB NOT NULL);
-             CREATE TABLE fencelock_epoch (id INTEGER PRIMARY KEY, us INTEGER NOT NULL);
-             INSERT INTO fencelock_epoch VALUES (1, 1000);
-             INSERT INTO fencelock_locks VALUES ('old', NULL, 0, 0, 4242);",
-        )
-        .unwrap();
-    }
-    let client = Client::connect(&url).await.unwrap();
-    let lease = client.try_lock("old", &LockOptions::default()).await.unwrap().unwrap();
-    assert_eq!(lease.fence(), 4243, "the old counter continues");
-    let read = client.rw_lock("old").try_read(&LockOptions::default()).await.unwrap().expect("a read beside the mutex");
-    let permit = client.semaphore("old", 2).try_acquire(&LockOptions::default()).await.unwrap().unwrap();
-    // Tokens drawn now start at the clock, above the old file's epoch, so its registers take them.
-    client.fence("out").write(read.fence(), b"r").await.unwrap();
-    client.fence("out").write(permit.fence(), b"p").await.unwrap();
-    for l in [lease, read, permit] {
-        l.release().await.unwrap();
-    }
-    client.close().await;
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let tables: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name IN
-                 ('fencelock_rwlocks', 'fencelock_rwholds', 'fencelock_semaphores', 'fencelock_slots')",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(tables, 4);
+    support::sql::an_old_schema_gains_the_hold_tables(&url, async |ddl| {
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(&ddl.replace("BIGINT", "INTEGER").replace("BYTEA", "BLOB"))
+            .unwrap();
+    })
+    .await;
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -51,6 +51,50 @@ pub async fn a_register_refuses_tokens_from_before_a_loss(url: &str, lose: impl 
     after.close().await;
 }
 
+/// Calls `$m!(tests…)` with the name of every hold test below, so each store runs them all.
+macro_rules! each_hold_test {
+    ($m:ident) => {
+        $m!(
+            readers_share_and_a_writer_excludes,
+            a_waiting_writer_blocks_other_clients_readers,
+            slot_tokens_rise_per_slot,
+            a_crashed_permit_frees_at_its_ttl,
+            a_permits_mismatch_names_both_numbers,
+            cancelled_hold_acquires_leave_nothing
+        );
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use each_hold_test;
+
+/// The tables a version without read-write locks and semaphores made, in PostgreSQL's types, with a used mutex row
+/// and an epoch.
+const OLD_SCHEMA: &str = "
+    CREATE TABLE fencelock_locks (name TEXT PRIMARY KEY, holder TEXT, count INTEGER NOT NULL DEFAULT 0,
+        expires_at BIGINT NOT NULL DEFAULT 0, fence BIGINT NOT NULL);
+    CREATE TABLE fencelock_fences (resource TEXT PRIMARY KEY, token BIGINT NOT NULL, value BYTEA NOT NULL);
+    CREATE TABLE fencelock_epoch (id INTEGER PRIMARY KEY, us BIGINT NOT NULL);
+    INSERT INTO fencelock_epoch VALUES (1, 1000);
+    INSERT INTO fencelock_locks VALUES ('old', NULL, 0, 0, 4242);";
+
+/// A database of the old schema, made by `make(ddl)`, keeps its mutex counters, and its first client makes the
+/// new tables: read-write locks and semaphores work, and their tokens pass the old epoch of its registers.
+pub async fn an_old_schema_gains_the_hold_tables(url: &str, make: impl AsyncFnOnce(&str)) {
+    make(OLD_SCHEMA).await;
+    let client = Client::connect(url).await.unwrap();
+    let opts = LockOptions::default();
+    let lease = client.try_lock("old", &opts).await.unwrap().unwrap();
+    assert_eq!(lease.fence(), 4243, "the old counter continues");
+    let read = client.rw_lock("old").try_read(&opts).await.unwrap().expect("a read beside the mutex");
+    let permit = client.semaphore("old", 2).try_acquire(&opts).await.unwrap().expect("a permit");
+    client.fence("out").write(read.fence(), b"r").await.unwrap();
+    client.fence("out").write(permit.fence(), b"p").await.unwrap();
+    for l in [lease, read, permit] {
+        l.release().await.unwrap();
+    }
+    client.close().await;
+}
+
 /// How long a hold test waits for a state another client reaches.
 const BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 

@@ -255,6 +255,19 @@ pub(super) fn next_token(counter: i64, now: i64) -> i64 {
     if counter == 0 { now } else { counter + 1 }
 }
 
+/// A decide that runs `sql` (an UPDATE or DELETE whose WHERE names one hold with `key`, parameters 1–4) once,
+/// only while the hold is live: `{p}5` is now, and `{p}6` now + `ttl_us` if given.
+pub(super) fn on_live_row(d: &Dialect, sql: String, key: [Param; 4], ttl_us: Option<i64>) -> Decide<()> {
+    let sql = format!("{sql} AND expires_at > {}5", d.param);
+    Box::new(move |head, _| {
+        let Some(Head { now, .. }) = head else { return (Vec::new(), ()) };
+        let mut params = key.to_vec();
+        params.push(now.into());
+        params.extend(ttl_us.map(|ttl| Param::Int(now + ttl)));
+        (vec![Write { sql: sql.clone(), params }], ())
+    })
+}
+
 /// The least time left, in µs, of `rows` still live at `now`.
 pub(super) fn soonest<'a>(rows: impl Iterator<Item = &'a HoldRow>, now: i64) -> Option<i64> {
     rows.filter(|r| r.live(now)).map(|r| r.expires_at - now).min()

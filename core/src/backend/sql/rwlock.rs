@@ -16,7 +16,7 @@
 //!   itself (a downgrade passes waiting writers). The first reader of a run draws a token, also stored as `epoch`;
 //!   readers joining a live run share it. A write draws a token too, so every epoch's token is above the last.
 
-use super::{Decide, Dialect, Head, HoldRow, Outcome, Param, Plan, Script, Write, next_token, soonest};
+use super::{Decide, Dialect, Head, HoldRow, Outcome, Plan, Script, Write, next_token, on_live_row, soonest};
 use crate::backend::{AcquireRequest, Grant, HoldKind};
 use crate::error::{Error, Result};
 use crate::mutant;
@@ -139,17 +139,15 @@ fn decide_take(d: &Dialect, req: &AcquireRequest, head: Head, rows: &[HoldRow]) 
 
 /// `op` (an UPDATE or DELETE of the hold rows) on `grant`'s hold while it is live; `ttl_us`: `{p}6` is now + it.
 fn own_hold(d: &Dialect, grant: &Grant, op: String, ttl_us: Option<i64>) -> Decide<()> {
-    let (name, holder, mode, token) = (grant.name.clone(), grant.holder.clone(), mode(grant.kind), grant.token as i64);
     let p = d.param;
-    let sql =
-        format!("{op} WHERE name = {p}1 AND holder = {p}2 AND mode = {p}3 AND token = {p}4 AND expires_at > {p}5");
-    Box::new(move |head, _| {
-        let Some(Head { now, .. }) = head else { return (Vec::new(), ()) };
-        let mut params =
-            vec![Param::from(name.as_str()), holder.as_str().into(), mode.into(), token.into(), now.into()];
-        params.extend(ttl_us.map(|ttl| Param::Int(now + ttl)));
-        (vec![Write { sql: sql.clone(), params }], ())
-    })
+    let sql = format!("{op} WHERE name = {p}1 AND holder = {p}2 AND mode = {p}3 AND token = {p}4");
+    let key = [
+        grant.name.as_str().into(),
+        grant.holder.as_str().into(),
+        mode(grant.kind).into(),
+        (grant.token as i64).into(),
+    ];
+    on_live_row(d, sql, key, ttl_us)
 }
 
 pub(super) fn renew(d: &'static Dialect, grant: &Grant, ttl_us: i64) -> Script<()> {

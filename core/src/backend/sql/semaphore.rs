@@ -12,7 +12,7 @@
 //! own live slot if it has one (a grant whose reply was lost), else the lowest slot below `permits` that is free or
 //! expired. An expired hold counts as free; nothing needs to delete it.
 
-use super::{Decide, Dialect, Head, HoldRow, Outcome, Param, Plan, Script, Write, next_token, soonest};
+use super::{Decide, Dialect, Head, HoldRow, Outcome, Plan, Script, Write, next_token, on_live_row, soonest};
 use crate::backend::{AcquireRequest, Grant};
 use crate::error::{Error, Result};
 
@@ -102,18 +102,11 @@ fn decide_take(
 
 /// `op` (an UPDATE of the slots) on `grant`'s slot while it is live; `ttl_us`: `{p}6` is now + it.
 fn own_slot(d: &Dialect, grant: &Grant, op: String, ttl_us: Option<i64>) -> Decide<()> {
-    let (name, holder, token) = (grant.name.clone(), grant.holder.clone(), grant.token as i64);
-    let slot = grant.slot.map_or(-1, i64::from);
     let p = d.param;
-    let sql =
-        format!("{op} WHERE name = {p}1 AND slot = {p}2 AND holder = {p}3 AND fence = {p}4 AND expires_at > {p}5");
-    Box::new(move |head, _| {
-        let Some(Head { now, .. }) = head else { return (Vec::new(), ()) };
-        let mut params =
-            vec![Param::from(name.as_str()), slot.into(), holder.as_str().into(), token.into(), now.into()];
-        params.extend(ttl_us.map(|ttl| Param::Int(now + ttl)));
-        (vec![Write { sql: sql.clone(), params }], ())
-    })
+    let sql = format!("{op} WHERE name = {p}1 AND slot = {p}2 AND holder = {p}3 AND fence = {p}4");
+    let slot = grant.slot.map_or(-1, i64::from);
+    let key = [grant.name.as_str().into(), slot.into(), grant.holder.as_str().into(), (grant.token as i64).into()];
+    on_live_row(d, sql, key, ttl_us)
 }
 
 pub(super) fn renew(d: &'static Dialect, grant: &Grant, ttl_us: i64) -> Script<()> {
