@@ -356,3 +356,13 @@ async fn a_database_of_the_old_schema_gains_the_hold_tables() {
     support::sql::an_old_schema_gains_the_hold_tables(&db.url, async |ddl| sql.batch_execute(ddl).await.unwrap()).await;
     db.finish_holds().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_writers_mark_expires() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let sql = db.sql().await;
+    support::sql::a_dead_writers_mark_expires(&db.url, async |q| sql.batch_execute(q).await.unwrap()).await;
+    db.finish_holds().await;
+}

@@ -122,3 +122,14 @@ async fn a_file_of_the_old_schema_gains_the_hold_tables() {
     .await;
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_writers_mark_expires() {
+    let (dir, url) = fresh_db();
+    let path = dir.join("locks.db");
+    support::sql::a_dead_writers_mark_expires(&url, async |sql| {
+        rusqlite::Connection::open(&path).unwrap().execute_batch(sql).unwrap();
+    })
+    .await;
+    std::fs::remove_dir_all(dir).unwrap();
+}

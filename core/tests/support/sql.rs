@@ -293,3 +293,28 @@ pub async fn cancelled_hold_acquires_leave_nothing(url: &str) {
     a.close().await;
     checker.close().await;
 }
+
+/// A waiting writer that died (its client gone without abandoning) leaves its mark in the documented layout
+/// (`fencelock_rwholds` mode 2, living to `expires_at`): new readers wait for it, and get in once it expires.
+/// `exec` runs SQL on the database directly, after the tables were made.
+pub async fn a_dead_writers_mark_expires(url: &str, exec: impl AsyncFn(&str)) {
+    let client = Client::connect(url).await.unwrap();
+    let host_us = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
+    let lives = std::time::Duration::from_millis(600);
+    exec(&format!(
+        "INSERT INTO fencelock_rwlocks (name, fence, epoch) VALUES ('dead', 0, 0);
+         INSERT INTO fencelock_rwholds (name, holder, mode, expires_at, token) VALUES ('dead', 'gone:w', 2, {}, 0)",
+        host_us + lives.as_micros() as i64
+    ))
+    .await;
+    let start = tokio::time::Instant::now();
+    assert!(
+        client.rw_lock("dead").try_read(&LockOptions::default()).await.unwrap().is_none(),
+        "a reader passed a mark"
+    );
+    let read = client.rw_lock("dead").read(&LockOptions::default().timeout(BOUND)).await.unwrap();
+    // Less a little: the mark's expiry was set from the host clock before `start`.
+    assert!(start.elapsed() >= lives - std::time::Duration::from_millis(100), "in after {:?}", start.elapsed());
+    read.release().await.unwrap();
+    client.close().await;
+}

@@ -653,7 +653,6 @@ async fn run_script<R>(conn: &mut ScriptConn, s: &Script<R>, channel: &str) -> R
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as _).collect();
         written += tx.execute(&st, &refs).await?;
     }
-    drop(statement);
     if s.wakes && written > 0 {
         tx.execute("SELECT pg_notify($1, '')", &[&channel]).await?;
     }
