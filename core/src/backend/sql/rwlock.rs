@@ -164,3 +164,55 @@ pub(super) fn abandon(d: &'static Dialect, req: &AcquireRequest) -> Script<()> {
     let decide: Decide<()> = Box::new(move |_, _| (vec![delete(d, &name, &holder, [mode, MARK])], ()));
     script(d, &req.name, false, false, true, decide)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::backend::sql::{Param, SQLITE};
+
+    fn req(holder: &str, kind: HoldKind) -> AcquireRequest {
+        let ttl = Duration::from_millis(100);
+        AcquireRequest { name: "L".into(), holder: holder.into(), ttl, fair: None, kind }
+    }
+
+    fn row(mode: i64, holder: &str, expires_at: i64, token: i64) -> HoldRow {
+        HoldRow { key: mode, holder: Some(holder.into()), expires_at, token }
+    }
+
+    fn outcome(req: &AcquireRequest, rows: &[HoldRow]) -> (Outcome, bool, Vec<Write>) {
+        let (writes, plan) = decide_take(&SQLITE, req, Head { a: 7, b: 5, now: 1_000 }, rows);
+        let plan = plan.unwrap();
+        (plan.outcome, plan.marked, writes)
+    }
+
+    #[test]
+    fn readers_join_the_live_epoch_and_a_new_run_draws_a_token() {
+        let (first, ..) = outcome(&req("b", HoldKind::Read), &[row(READ, "a", 900, 5)]);
+        assert!(matches!(first, Outcome::Granted { token: 8, .. }), "an expired reader ends the run: {first:?}");
+        let (joined, ..) = outcome(&req("b", HoldKind::Read), &[row(READ, "a", 2_000, 5)]);
+        assert!(matches!(joined, Outcome::Granted { token: 5, .. }), "{joined:?}");
+    }
+
+    #[test]
+    fn a_live_mark_keeps_readers_out_except_the_writer_downgrading() {
+        let mark = row(MARK, "w", 2_000, 0);
+        let (out, marked, _) = outcome(&req("r", HoldKind::Read), std::slice::from_ref(&mark));
+        assert!(matches!(out, Outcome::Busy { left_us: Some(1_000) }) && !marked, "{out:?}");
+        let (out, ..) = outcome(&req("r", HoldKind::Read), &[row(MARK, "w", 999, 0)]);
+        assert!(matches!(out, Outcome::Granted { .. }), "an expired mark blocks: {out:?}");
+        let (out, ..) = outcome(&req("o", HoldKind::Read), &[mark, row(WRITE, "o", 3_000, 7)]);
+        assert!(matches!(out, Outcome::Granted { token: 8, .. }), "a downgrade waits: {out:?}");
+    }
+
+    #[test]
+    fn a_busy_writer_marks_for_twice_its_ttl_and_looks_again_within_it() {
+        let (out, marked, writes) = outcome(&req("w", HoldKind::Write), &[row(READ, "r", 1_000_000, 5)]);
+        assert!(matches!(out, Outcome::Busy { left_us: Some(100_000) }) && marked, "{out:?}");
+        let mark = writes.last().unwrap();
+        assert!(matches!(mark.params[2..4], [Param::Int(MARK), Param::Int(201_000)]), "{mark:?}");
+        let (out, marked, _) = outcome(&req("w", HoldKind::Write), &[row(MARK, "w", 2_000, 0)]);
+        assert!(matches!(out, Outcome::Granted { token: 8, .. }) && !marked, "{out:?}");
+    }
+}

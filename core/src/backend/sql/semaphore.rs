@@ -141,3 +141,45 @@ pub(super) fn available(d: &'static Dialect, name: &str, permits: u32) -> Script
     });
     script(d, name, None, false, decide)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::backend::HoldKind;
+    use crate::backend::sql::SQLITE;
+
+    fn take_with(permits: u32, stored: i64, rows: &[HoldRow]) -> Result<Outcome> {
+        let kind = HoldKind::Permit { permits };
+        let req =
+            AcquireRequest { name: "S".into(), holder: "me".into(), ttl: Duration::from_secs(1), fair: None, kind };
+        decide_take(&SQLITE, &req, permits, Head { a: stored, b: stored, now: 1_000 }, rows).1.map(|p| p.outcome)
+    }
+
+    fn slot(slot: i64, holder: Option<&str>, expires_at: i64, token: i64) -> HoldRow {
+        HoldRow { key: slot, holder: holder.map(String::from), expires_at, token }
+    }
+
+    #[test]
+    fn the_lowest_free_slot_is_taken_with_its_next_token() {
+        let held = slot(0, Some("a"), 5_000, 40);
+        let out = take_with(3, 3, &[held.clone(), slot(1, Some("b"), 999, 60)]).unwrap();
+        assert!(matches!(out, Outcome::Granted { token: 61, slot: Some(1) }), "an expired slot is free: {out:?}");
+        let out = take_with(3, 3, &[held.clone(), slot(1, Some("b"), 5_000, 60)]).unwrap();
+        assert!(
+            matches!(out, Outcome::Granted { token: 1_000, slot: Some(2) }),
+            "a new slot starts at the clock: {out:?}"
+        );
+        let out = take_with(1, 1, &[held]).unwrap();
+        assert!(matches!(out, Outcome::Busy { left_us: Some(4_000) }), "{out:?}");
+    }
+
+    #[test]
+    fn the_number_changes_only_while_nobody_holds() {
+        let out = take_with(3, 2, &[slot(0, Some("a"), 5_000, 40)]).unwrap();
+        assert!(matches!(out, Outcome::Mismatch { stored: 2 }), "{out:?}");
+        let out = take_with(3, 2, &[slot(0, Some("a"), 999, 40), slot(1, None, 0, 9)]).unwrap();
+        assert!(matches!(out, Outcome::Granted { token: 41, slot: Some(0) }), "{out:?}");
+    }
+}
