@@ -52,6 +52,7 @@ pub async fn a_register_refuses_tokens_from_before_a_loss(url: &str, lose: impl 
 }
 
 /// Calls `$m!(tests…)` with the name of every hold test below, so each store runs them all.
+#[allow(unused_macros)]
 macro_rules! each_hold_test {
     ($m:ident) => {
         $m!(
