@@ -534,22 +534,9 @@ fn hold_with(s: &Scratch, flags: &[&str], name: &str) -> (Proc, String) {
     (p, line.trim_start_matches("held ").to_string())
 }
 
-/// Whether the scratch backend has `flags`' kind of hold; the SQL backends gain them later in issue 18.
-fn has_kind(s: &Scratch, flags: &[&str]) -> bool {
-    let out = s.output("run", &[flags, &["probe", "--", "true"]].concat());
-    let unsupported = code(out.status) == 2 && text(&out.stderr).contains("UNSUPPORTED");
-    if unsupported {
-        eprintln!("SKIPPED: {} {flags:?}: {}", s.url(), text(&out.stderr));
-    }
-    !unsupported
-}
-
 #[test]
 fn read_runs_share_and_a_write_run_excludes_them() {
     let s = Scratch::new();
-    if !has_kind(&s, &["--read"]) {
-        return;
-    }
     let (r1, seen1) = hold_with(&s, &["--read"], "rw");
     let (r2, seen2) = hold_with(&s, &["--read"], "rw");
     assert_eq!(seen1, seen2, "readers of one run share a token and hold no slot");
@@ -574,9 +561,6 @@ fn read_runs_share_and_a_write_run_excludes_them() {
 #[test]
 fn permits_bound_the_holders_and_name_their_slots() {
     let s = Scratch::new();
-    if !has_kind(&s, &["--permits", "2"]) {
-        return;
-    }
     let (p1, seen1) = hold_with(&s, &["--permits", "2"], "pool");
     let (p2, seen2) = hold_with(&s, &["--permits", "2"], "pool");
     let slot = |seen: &str| seen.split(' ').nth(1).unwrap().to_string();

@@ -73,20 +73,25 @@ impl Drop for TestDb {
 /// The pid of the connection LISTENing for `lock`, other than `not`, once there is one. The channel is computed
 /// here with SQL (`'fencelock_' || md5(name)`), which also checks the documented formula.
 async fn listener_pid(sql: &tokio_postgres::Client, lock: &str, not: Option<i32>) -> i32 {
+    listening(sql, lock.as_bytes(), not).await
+}
+
+/// The pid of the connection LISTENing on `'fencelock_' || md5(key)`, other than `not`, once there is one.
+async fn listening(sql: &tokio_postgres::Client, key: &[u8], not: Option<i32>) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let row = sql
             .query_opt(
                 "SELECT pid FROM pg_stat_activity
-                 WHERE datname = current_database() AND query = 'LISTEN fencelock_' || md5($1) AND pid <> $2",
-                &[&lock, &not.unwrap_or(0)],
+                 WHERE datname = current_database() AND query = 'LISTEN fencelock_' || md5($1::bytea) AND pid <> $2",
+                &[&key, &not.unwrap_or(0)],
             )
             .await
             .unwrap();
         if let Some(row) = row {
             return row.get(0);
         }
-        assert!(Instant::now() < deadline, "no connection started listening for {lock:?}");
+        assert!(Instant::now() < deadline, "no connection started listening for {:?}", String::from_utf8_lossy(key));
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -268,4 +273,96 @@ async fn bad_urls_and_dead_servers_give_clear_errors() {
 fn database_names_are_replaced() {
     assert_eq!(with_dbname("postgres://u@h:1/a?x=y", "b"), "postgres://u@h:1/b?x=y");
     assert_eq!(with_dbname("postgres://h:1", "b"), "postgres://h:1/b");
+}
+
+/// The read-write lock and semaphore tests every SQL store runs (`support/sql.rs`), each on a new database.
+macro_rules! hold_tests {
+    ($($test:ident),*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let Some(db) = TestDb::create().await else {
+                return;
+            };
+            support::sql::$test(&db.url).await;
+            db.finish_holds().await;
+        }
+    )*};
+}
+
+support::sql::each_hold_test!(hold_tests);
+
+impl TestDb {
+    /// Checks that no live read, write, mark or permit row is left, then what `finish` checks.
+    async fn finish_holds(self) {
+        let now = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+        let sql = self.sql().await;
+        let live = format!(
+            "SELECT (SELECT count(*) FROM fencelock_rwholds WHERE expires_at > {now})
+                  + (SELECT count(*) FROM fencelock_slots WHERE holder IS NOT NULL AND expires_at > {now})"
+        );
+        let held: i64 = sql.query_one(&live, &[]).await.unwrap().get(0);
+        assert_eq!(held, 0, "holds still live in {}", self.name);
+        self.finish().await;
+    }
+}
+
+/// The pid of the connection LISTENing for holds of `family` on `name`, by the documented formula
+/// `'fencelock_' || md5(<family> NUL <name>)`.
+async fn hold_listener(sql: &tokio_postgres::Client, family: &str, name: &str) -> i32 {
+    listening(sql, format!("{family}\0{name}").as_bytes(), None).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_a_read_or_a_permit_wakes_the_waiter_long_before_the_ttl() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let holder = Client::connect(&db.url).await.unwrap();
+    // Two waiting clients: a listening connection shows only its last LISTEN.
+    let (waiter, other) = (Client::connect(&db.url).await.unwrap(), Client::connect(&db.url).await.unwrap());
+    let long = LockOptions::default().ttl(Duration::from_secs(30)).timeout(Duration::from_secs(20));
+    let read = holder.rw_lock("wake").read(&long).await.unwrap();
+    let permit = holder.semaphore("wake", 1).acquire(&long).await.unwrap();
+    let (w, l) = (waiter.clone(), long.clone());
+    let writer = tokio::spawn(async move { (w.rw_lock("wake").write(&l).await, Instant::now()) });
+    let (w, l) = (other.clone(), long.clone());
+    let second = tokio::spawn(async move { (w.semaphore("wake", 1).acquire(&l).await, Instant::now()) });
+    let sql = db.sql().await;
+    hold_listener(&sql, "rwlock", "wake").await;
+    let released = Instant::now();
+    read.release().await.unwrap();
+    let (write, at) = writer.await.unwrap();
+    // Every hold lived 30 s: only the notification explains a hand-off this fast.
+    assert!(at - released < Duration::from_secs(2), "read → write hand-off took {:?}", at - released);
+    write.unwrap().release().await.unwrap();
+    hold_listener(&sql, "semaphore", "wake").await;
+    let released = Instant::now();
+    permit.release().await.unwrap();
+    let (next, at) = second.await.unwrap();
+    assert!(at - released < Duration::from_secs(2), "permit hand-off took {:?}", at - released);
+    next.unwrap().release().await.unwrap();
+    for client in [holder, waiter, other] {
+        client.close().await;
+    }
+    db.finish_holds().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_of_the_old_schema_gains_the_hold_tables() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let sql = db.sql().await;
+    support::sql::an_old_schema_gains_the_hold_tables(&db.url, async |ddl| sql.batch_execute(ddl).await.unwrap()).await;
+    db.finish_holds().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_writers_mark_expires() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let sql = db.sql().await;
+    support::sql::a_dead_writers_mark_expires(&db.url, async |q| sql.batch_execute(q).await.unwrap()).await;
+    db.finish_holds().await;
 }

@@ -93,3 +93,43 @@ async fn a_recreated_file_refuses_tokens_from_before() {
     .await;
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The read-write lock and semaphore tests every SQL store runs (`support/sql.rs`), each on a new file.
+macro_rules! hold_tests {
+    ($($test:ident),*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let (dir, url) = fresh_db();
+            support::sql::$test(&url).await;
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    )*};
+}
+
+support::sql::each_hold_test!(hold_tests);
+
+/// A file made by a version without read-write locks and semaphores gains their tables on the first connect.
+#[tokio::test]
+async fn a_file_of_the_old_schema_gains_the_hold_tables() {
+    let (dir, url) = fresh_db();
+    let path = dir.join("locks.db");
+    support::sql::an_old_schema_gains_the_hold_tables(&url, async |ddl| {
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(&ddl.replace("BIGINT", "INTEGER").replace("BYTEA", "BLOB"))
+            .unwrap();
+    })
+    .await;
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_writers_mark_expires() {
+    let (dir, url) = fresh_db();
+    let path = dir.join("locks.db");
+    support::sql::a_dead_writers_mark_expires(&url, async |sql| {
+        rusqlite::Connection::open(&path).unwrap().execute_batch(sql).unwrap();
+    })
+    .await;
+    std::fs::remove_dir_all(dir).unwrap();
+}

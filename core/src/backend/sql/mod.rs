@@ -8,6 +8,10 @@
 //! and keep it, so `fence` never goes back while the table lives. Renew and release match holder and fence, and only
 //! a live row counts: an expired row of ours is already free for others.
 //!
+//! Read-write locks and semaphores have tables of their own, never shared with the mutex's (a lock, a read-write lock
+//! and a semaphore of one name are three records with three counters): their layout is documented next to their
+//! SQL in `rwlock.rs` and `semaphore.rs`, and every step on them is a `script.rs` transaction.
+//!
 //! `fencelock_fences` has one row per register: a write lands iff its token is at least the stored one, raising it.
 //!
 //! Registers fail closed (DESIGN.md §3). `fencelock_epoch` has one row, written with the tables: the store's clock in
@@ -20,12 +24,20 @@
 
 pub(crate) mod mysql;
 pub(crate) mod postgres;
+mod rwlock;
+mod script;
+mod semaphore;
 pub(crate) mod sqlite;
 
 use std::time::Duration;
 
 use crate::backend::LockInfo;
 use crate::error::{Error, Result};
+
+use self::script::{
+    Decide, Head, HoldRow, Outcome, Param, Plan, Script, Write, abandon_script, is_hold, next_token, on_live_row,
+    release_script, renew_script, soonest, take_script,
+};
 
 /// Column types and placeholders of one SQL dialect.
 #[derive(Debug)]
@@ -38,10 +50,29 @@ pub(super) struct Dialect {
     param: char,
     /// The larger of two values.
     greatest: &'static str,
+    /// The store's clock in unix µs, as SQL.
+    now: &'static str,
+    /// What makes a SELECT lock the rows it reads, where a transaction needs that to be alone on them.
+    for_update: &'static str,
 }
 
-pub(super) const SQLITE: Dialect = Dialect { int64: "INTEGER", bytes: "BLOB", param: '?', greatest: "max" };
-pub(super) const POSTGRES: Dialect = Dialect { int64: "BIGINT", bytes: "BYTEA", param: '$', greatest: "GREATEST" };
+pub(super) const SQLITE: Dialect = Dialect {
+    int64: "INTEGER",
+    bytes: "BLOB",
+    param: '?',
+    greatest: "max",
+    // A `BEGIN IMMEDIATE` transaction has the whole file to itself already.
+    for_update: "",
+    now: "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
+};
+pub(super) const POSTGRES: Dialect = Dialect {
+    int64: "BIGINT",
+    bytes: "BYTEA",
+    param: '$',
+    greatest: "GREATEST",
+    for_update: " FOR UPDATE",
+    now: "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
+};
 
 impl Dialect {
     /// Both tables, created if absent.
@@ -64,7 +95,9 @@ impl Dialect {
     CREATE TABLE IF NOT EXISTS fencelock_epoch (
         id INTEGER PRIMARY KEY,
         us {int64} NOT NULL  -- unix µs, the store's clock, when the tables were made
-    );"
+    );{}{}",
+            rwlock::SCHEMA.replace("{int64}", int64),
+            semaphore::SCHEMA.replace("{int64}", int64),
         )
     }
 

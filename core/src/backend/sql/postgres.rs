@@ -7,12 +7,18 @@
 //! statement, so the notification is sent exactly when the release commits. Waiters LISTEN on one connection per
 //! client; a notification they miss costs at most the holder's remaining TTL, the bound every wait uses.
 //!
+//! Read-write locks and semaphores (`super::rwlock`, `super::semaphore`) run their scripts as transactions on a
+//! third connection of their own, one at a time: a transaction cannot share the pipelined command connection. An
+//! abandon runs there too, so it reaches the server after the acquire it undoes. Their releases notify the channel
+//! of the name in its family (`fencelock_<md5 hex of "rwlock\0<name>" or "semaphore\0<name>">`) at commit.
+//!
 //! Commands share one connection rather than a pool: tokio-postgres pipelines concurrent queries on it, and every
 //! statement here is a short autocommit one on one row, so more connections would add server processes, not speed.
 //!
 //! TLS (`sslmode=`, `ca=`, `cert=`, `key=`: see `postgres/ssl.rs`) is the same on both connections. A password the
 //! server refuses (SQLSTATE class 28) is `InvalidArgument`: no retry fixes it.
 
+mod scripts;
 mod ssl;
 
 use std::str::FromStr;
@@ -28,13 +34,18 @@ use tokio_postgres::config::Host;
 use tokio_postgres::types::FromSqlOwned;
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, Row, Socket, Statement};
 
+use self::scripts::ScriptConn;
 use self::ssl::{MakeRustls, RustlsStream};
 
-use super::{POSTGRES, holder_ttl, lock_info, micros, stored_token};
+use super::{
+    POSTGRES, abandon_script, holder_ttl, is_hold, lock_info, micros, release_script, renew_script, semaphore,
+    stored_token, take_script,
+};
 use crate::backend::record::{RecordAttempt, Records};
 use crate::backend::waiters::{Channels, Listen, Subscription, wait_notified};
 use crate::backend::{
-    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, HoldKind, LockInfo, Pending, Undo, fenced, lock_lost,
+    not_held, permits_mismatch,
 };
 use crate::backend::{redact, tls};
 use crate::error::{Error, ErrorKind, Result};
@@ -66,7 +77,9 @@ fn schema() -> String {
 // Creating needs the CREATE privilege even when the tables exist, so look first: a user who may only read and
 // write them still connects.
 const SCHEMA_EXISTS: &str = "SELECT to_regclass('fencelock_locks') IS NOT NULL
-    AND to_regclass('fencelock_fences') IS NOT NULL AND to_regclass('fencelock_epoch') IS NOT NULL";
+    AND to_regclass('fencelock_fences') IS NOT NULL AND to_regclass('fencelock_epoch') IS NOT NULL
+    AND to_regclass('fencelock_rwlocks') IS NOT NULL AND to_regclass('fencelock_rwholds') IS NOT NULL
+    AND to_regclass('fencelock_semaphores') IS NOT NULL AND to_regclass('fencelock_slots') IS NOT NULL";
 
 // Free, expired or already ours (a grant whose reply was lost) → take it with the next token. Busy → the holder's
 // remaining µs, from the statement's snapshot (NULL if the holder's row is newer than it: then the caller's default
@@ -117,6 +130,12 @@ fn channel(name: &str) -> String {
     format!("fencelock_{hex}")
 }
 
+/// The NOTIFY channel of a hold of `kind` on `name`: the name in its family, so a read-write lock, a semaphore and a
+/// mutex of one name wake only their own waiters (names have no NUL).
+fn hold_channel(kind: HoldKind, name: &str) -> String {
+    channel(&format!("{}\0{name}", kind.family()))
+}
+
 /// Column `i` of `row`; a type mismatch is a bug in the statements above, reported rather than panicking.
 fn col<T: FromSqlOwned>(row: &Row, i: usize) -> Result<T> {
     row.try_get(i).map_err(|e| Error::internal(format!("postgres: unexpected reply: {e}")))
@@ -154,6 +173,14 @@ struct PreparedConn {
     inspect: Statement,
     fence_write: Statement,
     fence_read: Statement,
+}
+
+/// What a PostgreSQL waiter keeps: its subscription, and whether a waiting writer's mark of its attempt may be on
+/// the server.
+#[derive(Default)]
+pub(crate) struct PgWaiter {
+    sub: Option<Subscription<Listener>>,
+    marked: bool,
 }
 
 /// The connection that carries this client's LISTENs.
@@ -207,6 +234,7 @@ pub(crate) struct PostgresBackend {
     opts: ClientOptions,
     session: AsyncMutex<Option<Arc<PreparedConn>>>,
     listener: AsyncMutex<Option<Arc<Listener>>>,
+    scripts: AsyncMutex<Option<ScriptConn>>,
     closed: AtomicBool,
 }
 
@@ -253,6 +281,7 @@ impl PostgresBackend {
             opts: opts.clone(),
             session: AsyncMutex::default(),
             listener: AsyncMutex::default(),
+            scripts: AsyncMutex::default(),
             closed: AtomicBool::new(false),
         };
         // Connect now, so a bad address or schema problem is reported by connect rather than by the first lock.
@@ -395,8 +424,8 @@ impl Backend for PostgresBackend {
             native_wait: true,
             fair: false,
             session_bound: false,
-            rw_lock: false,
-            semaphore: false,
+            rw_lock: true,
+            semaphore: true,
         }
     }
 
@@ -409,6 +438,10 @@ impl Backend for PostgresBackend {
     }
 
     async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
+        if is_hold(grant.kind) {
+            let (_, n) = self.script(renew_script(&POSTGRES, grant, ttl), grant.kind).await?;
+            return if n == 0 { Err(lock_lost(grant, &self.url)) } else { Ok(()) };
+        }
         let s = self.session().await?;
         let params = [&grant.name as _, &grant.holder as _, &(grant.token as i64) as _, &micros(ttl) as _];
         let n = self.call(&s, s.client.execute(&s.renew, &params)).await?;
@@ -416,6 +449,10 @@ impl Backend for PostgresBackend {
     }
 
     async fn release(&self, grant: &Grant) -> Result<()> {
+        if is_hold(grant.kind) {
+            let (_, n) = self.script(release_script(&POSTGRES, grant), grant.kind).await?;
+            return if n == 1 { Ok(()) } else { Err(not_held(grant, &self.url)) };
+        }
         match self.free(&grant.name, Some(&grant.holder), Some(grant.token)).await? {
             Some(true) => Ok(()),
             _ => Err(not_held(grant, &self.url)),
@@ -431,6 +468,12 @@ impl Backend for PostgresBackend {
         let row = self.call(&s, s.client.query_opt(&s.inspect, &[&name])).await?;
         let row = row.map(|r| Ok::<_, Error>((col(&r, 0)?, col(&r, 1)?, col(&r, 2)?))).transpose()?;
         Ok(lock_info(row))
+    }
+
+    async fn available(&self, name: &str, permits: u32) -> Result<u32> {
+        let kind = HoldKind::Permit { permits };
+        let (count, _) = self.script(semaphore::available(&POSTGRES, name, permits), kind).await?;
+        count.map_err(|stored| permits_mismatch(name, &self.url, permits, stored as u32))
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
@@ -457,17 +500,24 @@ impl Backend for PostgresBackend {
         // Dropping the clients ends their connections once in-flight calls let go of them.
         self.session.lock().await.take();
         self.listener.lock().await.take();
+        self.scripts.lock().await.take();
     }
 }
 
 #[async_trait]
 impl Records for PostgresBackend {
-    type Waiter = Option<Subscription<Listener>>;
+    type Waiter = PgWaiter;
 
     async fn take(&self, req: &AcquireRequest, waiter: &mut Self::Waiter) -> Result<Attempt> {
         // Remember which notifications were already seen, so `wait` returns at once for one that lands meanwhile.
-        if let Some(sub) = waiter {
+        if let Some(sub) = &mut waiter.sub {
             sub.mark();
+        }
+        if is_hold(req.kind) {
+            let (plan, _) = self.script(take_script(&POSTGRES, req), req.kind).await?;
+            let plan = plan?;
+            waiter.marked = plan.marked;
+            return plan.attempt(req, &self.url);
         }
         let s = self.session().await?;
         let row = self.call(&s, s.client.query_one(&s.acquire, &[&req.name, &req.holder, &micros(req.ttl)])).await?;
@@ -484,15 +534,25 @@ impl Records for PostgresBackend {
         waiter: &mut Self::Waiter,
         deadline: Option<Instant>,
     ) -> Result<()> {
+        let hold = is_hold(req.kind);
         let subscribe = async {
             let listener = self.listener().await?;
-            listener.channels.subscribe(&*listener, channel(&req.name)).await.map_err(|e| self.err(e))
+            let name = if hold { hold_channel(req.kind, &req.name) } else { channel(&req.name) };
+            listener.channels.subscribe(&*listener, name).await.map_err(|e| self.err(e))
         };
-        let free = async { Ok(self.inspect(&req.name).await?.holder.is_none()) };
-        wait_notified(waiter, busy.wait_until(deadline), subscribe, free).await
+        // A hold's waiter just tries again: the attempt is the only look that knows its kind.
+        let free = async { Ok(hold || self.inspect(&req.name).await?.holder.is_none()) };
+        wait_notified(&mut waiter.sub, busy.wait_until(deadline), subscribe, free).await
+    }
+
+    fn left_behind(waiter: &PgWaiter) -> bool {
+        waiter.marked
     }
 
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        if is_hold(req.kind) {
+            return self.script(abandon_script(&POSTGRES, req), req.kind).await.map(drop);
+        }
         self.free(&req.name, Some(&req.holder), None).await.map(drop)
     }
 }

@@ -9,11 +9,14 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use tokio::time::Instant;
 
-use super::{SQLITE, holder_ttl, lock_info, micros, stored_token};
+use super::{
+    Head, HoldRow, Param, SQLITE, Script, Write, abandon_script, holder_ttl, is_hold, lock_info, micros,
+    release_script, renew_script, semaphore, stored_token, take_script,
+};
 use crate::backend::record::{RecordAttempt, Records};
 use crate::backend::{
     AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
-    unix_micros,
+    permits_mismatch, unix_micros,
 };
 use crate::error::{Error, Result};
 use crate::mutant;
@@ -40,6 +43,51 @@ pub(crate) struct SqliteBackend {
     conn: Arc<tokio::sync::Mutex<Connection>>,
     url: String,
     busy_deadline: Duration,
+}
+
+/// Runs a hold script (`super::Script`) in one `BEGIN IMMEDIATE` transaction, which has the file to itself from its
+/// first statement: `(answer, rows written)`.
+fn run_script<R>(c: &Connection, s: &Script<R>) -> rusqlite::Result<(R, usize)> {
+    c.execute_batch("BEGIN IMMEDIATE")?;
+    let done = script_body(c, s).and_then(|out| c.execute_batch("COMMIT").map(|()| out));
+    if done.is_err() && !c.is_autocommit() {
+        let _ = c.execute_batch("ROLLBACK");
+    }
+    done
+}
+
+fn script_body<R>(c: &Connection, s: &Script<R>) -> rusqlite::Result<(R, usize)> {
+    if let Some(w) = &s.ensure {
+        exec(c, w)?;
+    }
+    let head = c
+        .prepare_cached(&s.head)?
+        .query_row([&s.name], |r| Ok(Head { a: r.get(0)?, b: r.get(1)?, now: r.get(2)? }))
+        .optional()?;
+    let rows = match &s.rows {
+        Some(q) => c
+            .prepare_cached(q)?
+            .query_map([&s.name], |r| {
+                Ok(HoldRow { key: r.get(0)?, holder: r.get(1)?, expires_at: r.get(2)?, token: r.get(3)? })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
+    let (writes, answer) = (s.decide)(head, &rows);
+    let mut written = 0;
+    for w in &writes {
+        written += exec(c, w)?;
+    }
+    Ok((answer, written))
+}
+
+fn exec(c: &Connection, w: &Write) -> rusqlite::Result<usize> {
+    use rusqlite::types::Value;
+    let params = w.params.iter().map(|p| match p {
+        Param::Int(i) => Value::Integer(*i),
+        Param::Text(t) => Value::Text(t.clone()),
+    });
+    c.prepare_cached(&w.sql)?.execute(rusqlite::params_from_iter(params))
 }
 
 fn is_busy(e: &rusqlite::Error) -> bool {
@@ -71,6 +119,12 @@ impl SqliteBackend {
             })
             .await?;
         Ok(backend)
+    }
+
+    /// Runs a hold script: `(answer, rows written)`.
+    async fn script<R: Send + 'static>(&self, s: Script<R>) -> Result<(R, usize)> {
+        let s = Arc::new(s);
+        self.run(move |c| run_script(c, &s)).await
     }
 
     /// Runs `f` on the connection off the async threads, retrying BUSY/LOCKED until the busy deadline.
@@ -107,8 +161,8 @@ impl Backend for SqliteBackend {
             native_wait: false,
             fair: false,
             session_bound: false,
-            rw_lock: false,
-            semaphore: false,
+            rw_lock: true,
+            semaphore: true,
         }
     }
 
@@ -121,6 +175,10 @@ impl Backend for SqliteBackend {
     }
 
     async fn renew(&self, grant: &Grant, ttl: Duration) -> Result<()> {
+        if is_hold(grant.kind) {
+            let (_, n) = self.script(renew_script(&SQLITE, grant, ttl)).await?;
+            return if n == 0 { Err(lock_lost(grant, &self.url)) } else { Ok(()) };
+        }
         let (name, holder, token, ttl) = (grant.name.clone(), grant.holder.clone(), grant.token as i64, micros(ttl));
         let n = self
             .run(move |c| {
@@ -136,6 +194,10 @@ impl Backend for SqliteBackend {
     }
 
     async fn release(&self, grant: &Grant) -> Result<()> {
+        if is_hold(grant.kind) {
+            let (_, n) = self.script(release_script(&SQLITE, grant)).await?;
+            return if n == 1 { Ok(()) } else { Err(not_held(grant, &self.url)) };
+        }
         if mutant::active("release_skips_holder_check") {
             return self.force_release(&grant.name).await.map(drop);
         }
@@ -179,6 +241,11 @@ impl Backend for SqliteBackend {
         Ok(lock_info(row))
     }
 
+    async fn available(&self, name: &str, permits: u32) -> Result<u32> {
+        let (count, _) = self.script(semaphore::available(&SQLITE, name, permits)).await?;
+        count.map_err(|stored| permits_mismatch(name, &self.url, permits, stored as u32))
+    }
+
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {
         let (r, v, signed) = (resource.to_string(), value.to_vec(), stored_token(resource, &self.url, token)?);
         let outcome = self
@@ -212,9 +279,16 @@ impl Backend for SqliteBackend {
 
 #[async_trait]
 impl Records for SqliteBackend {
-    type Waiter = ();
+    /// Whether a waiting writer's mark of this attempt may be in the file.
+    type Waiter = bool;
 
-    async fn take(&self, req: &AcquireRequest, _waiter: &mut ()) -> Result<Attempt> {
+    async fn take(&self, req: &AcquireRequest, marked: &mut bool) -> Result<Attempt> {
+        if is_hold(req.kind) {
+            let (plan, _) = self.script(take_script(&SQLITE, req)).await?;
+            let plan = plan?;
+            *marked = plan.marked;
+            return plan.attempt(req, &self.url);
+        }
         let (name, holder, ttl) = (req.name.clone(), req.holder.clone(), micros(req.ttl));
         let outcome = self
             .run(move |c| {
@@ -237,7 +311,14 @@ impl Records for SqliteBackend {
         })
     }
 
+    fn left_behind(marked: &bool) -> bool {
+        *marked
+    }
+
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
+        if is_hold(req.kind) {
+            return self.script(abandon_script(&SQLITE, req)).await.map(drop);
+        }
         let (name, holder) = (req.name.clone(), req.holder.clone());
         self.run(move |c| {
             c.prepare_cached(
