@@ -6,13 +6,17 @@
 //! - [`status_code`]: the one mapping from core errors to the numeric codes of DESIGN.md §5;
 //! - [`catch_panic`]: a panic becomes an `Internal` error instead of unwinding into a host language;
 //! - [`acquire`] (`lock` or `try_lock` by one flag) and [`block_interruptibly`], the blocking wait in [`SLICE`]s
-//!   that a host's interrupt ends (Python's signals, Java's `Thread.interrupt()`).
+//!   that a host's interrupt ends (Python's signals, Java's `Thread.interrupt()`);
+//! - [`hold`], [`hold_kind`] and [`available`]: read-write locks and semaphores by the kind's name, as the bindings
+//!   pass it.
 
+mod kinds;
 mod panic;
 mod runtime;
 mod status;
 mod wait;
 
+pub use kinds::{available, hold, hold_kind, permits_of};
 pub use panic::catch_panic;
 pub use runtime::{block_on, build_for_host, handle, on_runtime_thread, spawn};
 pub use status::{STATUS_BUSY, status_code};
