@@ -117,6 +117,10 @@ export interface Capability {
   nativeWait: boolean;
   fair: boolean;
   sessionBound: boolean;
+  /** Read-write locks (`client.rwLock`); without them their calls reject with UNSUPPORTED. */
+  rwLock: boolean;
+  /** Semaphores of leased permits (`client.semaphore`); without them their calls reject with UNSUPPORTED. */
+  semaphore: boolean;
 }
 
 export interface LockInfo {
@@ -147,6 +151,10 @@ export declare class Client {
   /** Runs `fn(lease)` holding `name`, releasing it in `finally`; resolves to what `fn` returns. */
   withLock<T>(name: string, options: LockOptions | undefined, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
   withLock<T>(name: string, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
+  /** The read-write lock `name`: many readers or one writer. */
+  rwLock(name: string): RwLock;
+  /** The semaphore `name` of `permits` leased permits (1 to 65536; every client of the name must use the same). */
+  semaphore(name: string, permits: number): Semaphore;
   /** The fenced register `resource`, stored in this client's backend. */
   fence(resource: string): Fence;
   /** Who holds `name`, for how long, and the last token handed out. */
@@ -157,6 +165,46 @@ export declare class Client {
   metrics(): MetricsSnapshot;
   /** Releases every lease and closes the connections; later calls reject with CLOSED. */
   close(): Promise<void>;
+}
+
+/**
+ * Many readers or one writer; a waiting writer blocks new readers. An owner holding the write lock may take the read
+ * lock too (a downgrade); one holding the read lock that asks for the write lock gets INVALID_ARGUMENT (an upgrade).
+ * Readers of one run of overlapping holds share a fencing token; every write hold and every new run draws a larger one.
+ */
+export declare class RwLock {
+  private constructor();
+  readonly name: string;
+  /** A read hold, waiting up to `timeoutMs` while a writer holds or waits. Rejects with TIMEOUT, CANCELLED, … */
+  read(options?: LockOptions): Promise<Lease>;
+  /** One attempt at a read hold: the Lease, or null while a writer holds or waits. */
+  tryRead(options?: LockOptions): Promise<Lease | null>;
+  /** The write hold, waiting up to `timeoutMs` for readers and another writer. */
+  write(options?: LockOptions): Promise<Lease>;
+  /** One attempt at the write hold: the Lease, or null while anyone holds. */
+  tryWrite(options?: LockOptions): Promise<Lease | null>;
+  /** Runs `fn(lease)` holding a read hold, releasing it in `finally`; resolves to what `fn` returns. */
+  withRead<T>(options: LockOptions | undefined, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
+  withRead<T>(fn: (lease: Lease) => T | Promise<T>): Promise<T>;
+  /** Runs `fn(lease)` holding the write hold, releasing it in `finally`; resolves to what `fn` returns. */
+  withWrite<T>(options: LockOptions | undefined, fn: (lease: Lease) => T | Promise<T>): Promise<T>;
+  withWrite<T>(fn: (lease: Lease) => T | Promise<T>): Promise<T>;
+}
+
+/** At most `permits` holds at once across every client; each permit occupies a `slot` with its own rising token. */
+export declare class Semaphore {
+  private constructor();
+  readonly name: string;
+  readonly permits: number;
+  /** A permit, waiting up to `timeoutMs` while all are held. INVALID_ARGUMENT for a bad or disagreeing `permits`. */
+  acquire(options?: LockOptions): Promise<Lease>;
+  /** One attempt at a permit: the Lease, or null while all are held. */
+  tryAcquire(options?: LockOptions): Promise<Lease | null>;
+  /** Permits not held now, per the backend. */
+  available(): Promise<number>;
+  /** Runs `fn(permit)` holding a permit, releasing it in `finally`; resolves to what `fn` returns. */
+  withPermit<T>(options: LockOptions | undefined, fn: (permit: Lease) => T | Promise<T>): Promise<T>;
+  withPermit<T>(fn: (permit: Lease) => T | Promise<T>): Promise<T>;
 }
 
 export interface LeaseEvents {
@@ -170,6 +218,8 @@ export declare class Lease {
   readonly fence: bigint;
   /** `<client uuid>:<owner>`, as written into the backend record. */
   readonly holder: string;
+  /** A semaphore permit's slot, 0…permits−1 (its token is the slot's own counter); null for other holds. */
+  readonly slot: number | null;
   /** Aborted, with a LOCK_LOST LockError as its reason, when the lease is lost. */
   readonly signal: AbortSignal;
   /** Not released, not lost, and within its validity by our clock. */

@@ -76,6 +76,73 @@ async function guard(fn) {
   }
 }
 
+/**
+ * The wait of `lock`, `rwLock(…).read`, …: `call(opts, cancelId)` starts the native acquire; an AbortSignal in the
+ * options cancels it (CANCELLED) and leaves no hold behind.
+ */
+async function waitFor(name, options, call) {
+  checkName('name', name);
+  const { opts, signal } = lockOptions(options);
+  if (!signal) return new Lease(await call(opts, undefined));
+  if (signal.aborted) throw cancelled(name, signal);
+  const id = cancelId();
+  const onAbort = () => native.cancel(id);
+  signal.addEventListener('abort', onAbort, { once: true });
+  let n;
+  try {
+    n = await call(opts, id);
+  } catch (e) {
+    const err = fromNative(e);
+    throw err.code === 'CANCELLED' ? cancelled(name, signal) : err;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+  if (signal.aborted) {
+    // Acquired just as the signal fired: the caller asked for no hold, so give it back.
+    await n.release().catch(() => {});
+    throw cancelled(name, signal);
+  }
+  return new Lease(n);
+}
+
+/** One attempt through `call(opts)`: a Lease, or null while it is taken. */
+async function tryOnce(name, options, call) {
+  checkName('name', name);
+  const { opts, signal } = lockOptions(options);
+  if (signal && signal.aborted) throw cancelled(name, signal);
+  const n = await call(opts);
+  return n ? new Lease(n) : null;
+}
+
+/** `withLock` and its kin: takes a hold by `acquire(options)`, runs `fn(lease)`, releases whatever `fn` does. */
+async function withLease(what, options, fn, acquire) {
+  if (typeof options === 'function' && fn === undefined) [options, fn] = [undefined, options];
+  if (typeof fn !== 'function') throw invalid(`${what} needs a function, got ${describe(fn)}`);
+  const lease = await acquire(options);
+  let result;
+  try {
+    result = await fn(lease);
+  } catch (e) {
+    await lease.release().catch(() => {}); // fn's own error is the one to report, unchanged
+    throw e;
+  }
+  // A failed release (LOCK_LOST: the section ran unprotected) is reported even though fn succeeded.
+  await lease.release();
+  return result;
+}
+
+/** A number of permits for the addon: a safe integer (core checks the range, 1 to 65536). */
+function checkPermits(name, permits) {
+  if (typeof permits !== 'number' || !Number.isSafeInteger(permits)) {
+    throw new LockError(
+      'INVALID_ARGUMENT',
+      `lock ${JSON.stringify(name)}: a semaphore has 1 to 65536 permits, not ${describe(permits)}`,
+      { lock: typeof name === 'string' ? name : undefined },
+    );
+  }
+  return permits;
+}
+
 /** `{ connectTimeoutMs, requestTimeoutMs, metrics, metricsNames }` checked and copied for the addon. */
 function connectOptions(options) {
   if (options === undefined || options === null) return {};
@@ -150,7 +217,7 @@ class Client {
     return this.#n.url;
   }
 
-  /** What the backend can do: `{ fencing, nativeWait, fair, sessionBound }`. */
+  /** What the backend can do: `{ fencing, nativeWait, fair, sessionBound, rwLock, semaphore }`. */
   get capability() {
     return this.#n.capability();
   }
@@ -162,58 +229,27 @@ class Client {
 
   /** Takes `name`, waiting up to `timeoutMs` (forever by default); `signal` aborts the wait, leaving no lock. */
   lock(name, options) {
-    return guard(async () => {
-      checkName('name', name);
-      const { opts, signal } = lockOptions(options);
-      if (!signal) return new Lease(await this.#n.lock(name, opts));
-      if (signal.aborted) throw cancelled(name, signal);
-      const id = cancelId();
-      const onAbort = () => native.cancel(id);
-      signal.addEventListener('abort', onAbort, { once: true });
-      let n;
-      try {
-        n = await this.#n.lock(name, opts, id);
-      } catch (e) {
-        const err = fromNative(e);
-        throw err.code === 'CANCELLED' ? cancelled(name, signal) : err;
-      } finally {
-        signal.removeEventListener('abort', onAbort);
-      }
-      if (signal.aborted) {
-        // Acquired just as the signal fired: the caller asked for no lock, so give it back.
-        await n.release().catch(() => {});
-        throw cancelled(name, signal);
-      }
-      return new Lease(n);
-    });
+    return guard(() => waitFor(name, options, (opts, id) => this.#n.lock(name, opts, id)));
   }
 
   /** One attempt: the Lease, or null if someone else holds `name`. */
   tryLock(name, options) {
-    return guard(async () => {
-      checkName('name', name);
-      const { opts, signal } = lockOptions(options);
-      if (signal && signal.aborted) throw cancelled(name, signal);
-      const n = await this.#n.tryLock(name, opts);
-      return n ? new Lease(n) : null;
-    });
+    return guard(() => tryOnce(name, options, (opts) => this.#n.tryLock(name, opts)));
   }
 
   /** Runs `fn(lease)` holding `name` and releases it afterwards, whatever `fn` does. Resolves to what `fn` returns. */
   async withLock(name, options, fn) {
-    if (typeof options === 'function' && fn === undefined) [options, fn] = [undefined, options];
-    if (typeof fn !== 'function') throw invalid(`withLock needs a function, got ${describe(fn)}`);
-    const lease = await this.lock(name, options);
-    let result;
-    try {
-      result = await fn(lease);
-    } catch (e) {
-      await lease.release().catch(() => {}); // fn's own error is the one to report, unchanged
-      throw e;
-    }
-    // A failed release (LOCK_LOST: the section ran unprotected) is reported even though fn succeeded.
-    await lease.release();
-    return result;
+    return withLease('withLock', options, fn, (o) => this.lock(name, o));
+  }
+
+  /** The read-write lock `name`: many readers or one writer (`read`, `write`, `tryRead`, `tryWrite`, …). */
+  rwLock(name) {
+    return new RwLock(this.#n, name);
+  }
+
+  /** The semaphore `name` of `permits` leased permits; every client of the name must use the same number. */
+  semaphore(name, permits) {
+    return new Semaphore(this.#n, name, permits);
   }
 
   /** The fenced register `resource` in this client's backend. */
@@ -256,6 +292,117 @@ class Client {
   }
 }
 
+/**
+ * A read-write lock: many readers or one writer; a waiting writer blocks new readers. Each hold is a Lease (TTL,
+ * watchdog, lost signal, reentrancy per `owner`). An owner holding the write lock may take the read lock too (a
+ * downgrade); one holding the read lock that asks for the write lock is refused with INVALID_ARGUMENT (an upgrade).
+ * A backend without read-write locks (`capability.rwLock` false) rejects with UNSUPPORTED.
+ */
+class RwLock {
+  #n;
+  #name;
+
+  /** @internal Use `client.rwLock(name)`. */
+  constructor(client, name) {
+    this.#n = client;
+    this.#name = name;
+  }
+
+  /** The lock name. */
+  get name() {
+    return this.#name;
+  }
+
+  /** A read hold, waiting up to `timeoutMs` while a writer holds or waits; `signal` aborts the wait. */
+  read(options) {
+    return guard(() => waitFor(this.#name, options, (opts, id) => this.#n.hold(this.#name, 'read', 0, opts, id)));
+  }
+
+  /** One attempt at a read hold: the Lease, or null while a writer holds or waits. */
+  tryRead(options) {
+    return guard(() => tryOnce(this.#name, options, (opts) => this.#n.tryHold(this.#name, 'read', 0, opts)));
+  }
+
+  /** The write hold, waiting up to `timeoutMs` for readers and another writer; `signal` aborts the wait. */
+  write(options) {
+    return guard(() => waitFor(this.#name, options, (opts, id) => this.#n.hold(this.#name, 'write', 0, opts, id)));
+  }
+
+  /** One attempt at the write hold: the Lease, or null while anyone holds. */
+  tryWrite(options) {
+    return guard(() => tryOnce(this.#name, options, (opts) => this.#n.tryHold(this.#name, 'write', 0, opts)));
+  }
+
+  /** Runs `fn(lease)` holding a read hold and releases it afterwards; resolves to what `fn` returns. */
+  async withRead(options, fn) {
+    return withLease('withRead', options, fn, (o) => this.read(o));
+  }
+
+  /** Runs `fn(lease)` holding the write hold and releases it afterwards; resolves to what `fn` returns. */
+  async withWrite(options, fn) {
+    return withLease('withWrite', options, fn, (o) => this.write(o));
+  }
+}
+
+/**
+ * At most `permits` holds at once across every client. Each permit is a Lease whose `slot` (0…permits−1) has its own
+ * rising token, so a resource partitioned by slot is fenced like a mutex. A backend without semaphores rejects with
+ * UNSUPPORTED.
+ */
+class Semaphore {
+  #n;
+  #name;
+  #permits;
+
+  /** @internal Use `client.semaphore(name, permits)`. */
+  constructor(client, name, permits) {
+    this.#n = client;
+    this.#name = name;
+    this.#permits = permits;
+  }
+
+  /** The semaphore's name. */
+  get name() {
+    return this.#name;
+  }
+
+  /** The number of permits it was opened with. */
+  get permits() {
+    return this.#permits;
+  }
+
+  /** A permit, waiting up to `timeoutMs` while all are held; `signal` aborts the wait. */
+  acquire(options) {
+    return guard(() =>
+      waitFor(this.#name, options, (opts, id) =>
+        this.#n.hold(this.#name, 'permit', checkPermits(this.#name, this.#permits), opts, id),
+      ),
+    );
+  }
+
+  /** One attempt at a permit: the Lease, or null while all are held. */
+  tryAcquire(options) {
+    return guard(() =>
+      tryOnce(this.#name, options, (opts) =>
+        this.#n.tryHold(this.#name, 'permit', checkPermits(this.#name, this.#permits), opts),
+      ),
+    );
+  }
+
+  /** Permits not held now, per the backend. */
+  available() {
+    return guard(async () => {
+      checkName('name', this.#name);
+      return await this.#n.available(this.#name, checkPermits(this.#name, this.#permits));
+    });
+  }
+
+  /** Runs `fn(permit)` holding a permit and releases it afterwards, whatever `fn` does; resolves to what it returns. */
+  async withPermit(options, fn) {
+    return withLease('withPermit', options, fn, (o) => this.acquire(o));
+  }
+}
+
 class Lease extends EventEmitter {
   #n;
   #controller = null;
@@ -271,6 +418,8 @@ class Lease extends EventEmitter {
     this.name = n.name;
     /** The fencing token: larger than every earlier grant's on this lock; readable after release. */
     this.fence = n.fence;
+    /** A semaphore permit's slot, 0…permits−1 (its token is the slot's own counter); null for other holds. */
+    this.slot = n.slot ?? null;
     this.on('newListener', (event) => {
       if (event === 'lost') this.#watch();
     });
@@ -385,4 +534,4 @@ class Fence {
   }
 }
 
-module.exports = { connect, Client, Lease, Fence, LockError, ErrorCode };
+module.exports = { connect, Client, Lease, Fence, RwLock, Semaphore, LockError, ErrorCode };

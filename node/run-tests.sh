@@ -12,7 +12,7 @@ cd "$NODE_DIR"
 # npm ci: exactly the lockfile's @napi-rs/cli, typescript and prom-client (dev only), from the npm registry.
 npm ci --no-audit --no-fund
 npm run build
-node --test test/conformance.mjs test/api.test.mjs test/process.test.mjs test/metrics.test.mjs
+node --test test/conformance.mjs test/api.test.mjs test/kinds.test.mjs test/process.test.mjs test/metrics.test.mjs
 npm run typecheck
 
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/fencelock-node-pack.XXXXXX")

@@ -1,5 +1,5 @@
 // The same API from TypeScript; the test stage type-checks this file against node/index.d.ts (tsc --noEmit).
-import { connect, LockError, type Lease, type LockOptions } from 'fencelock';
+import { connect, LockError, type Lease, type LockOptions, type RwLock, type Semaphore } from 'fencelock';
 
 async function main(url?: string): Promise<void> {
   const client = await connect(url);
@@ -16,6 +16,14 @@ async function main(url?: string): Promise<void> {
   await lease.release();
   const n: number = await client.withLock('reports', async (l) => Number(l.fence % 10n));
   console.log(n);
+  const rw: RwLock = client.rwLock('catalog');
+  const read: Lease | null = await rw.tryRead({ owner: 'job-1' });
+  if (read) await read.release();
+  const version: bigint = await rw.withWrite({ timeoutMs: 1_000 }, async (w) => w.fence);
+  const pool: Semaphore = client.semaphore('gpus', 4);
+  const slot: number | null = await pool.withPermit(async (p) => p.slot);
+  const free: number = await pool.available();
+  console.log(version, slot, free, pool.permits, client.capability.rwLock, client.capability.semaphore);
   try {
     await client.lock('', {});
   } catch (e) {

@@ -40,10 +40,33 @@ function expectedErrors(step) {
 
 const SKIP = Symbol('skip');
 
+/** The kind of hold of a `lock`/`try_lock` step: `{ kind, permits }`, kind null for a mutex. */
+function kindOf(step) {
+  const kind = step.kind ?? null;
+  assert.ok([null, 'read', 'write', 'permit'].includes(kind), `unknown kind ${kind}`);
+  return { kind, permits: kind === 'permit' ? step.permits : 0 };
+}
+
+/** One acquire of `kind` through the public API: `lock` (`once` false) or `tryLock` and their kin. */
+function acquire(client, name, { kind, permits }, opts, once) {
+  if (kind === 'read' || kind === 'write') {
+    const rw = client.rwLock(name);
+    if (kind === 'read') return once ? rw.tryRead(opts) : rw.read(opts);
+    return once ? rw.tryWrite(opts) : rw.write(opts);
+  }
+  if (kind === 'permit') {
+    const sem = client.semaphore(name, permits);
+    return once ? sem.tryAcquire(opts) : sem.acquire(opts);
+  }
+  return once ? client.tryLock(name, opts) : client.lock(name, opts);
+}
+
 /** The state of one scenario run. */
 class Run {
   constructor(url, unreachable, prefix) {
-    Object.assign(this, { url, unreachable, prefix, clients: new Map(), leases: new Map(), names: [] });
+    // names: every name used, with the kind of hold it was first used for (the clean check differs per kind);
+    // tasks: acquires started with `spawn`, awaited by `join`.
+    Object.assign(this, { url, unreachable, prefix, clients: new Map(), leases: new Map(), names: [], tasks: new Map() });
   }
 
   name(step) {
@@ -51,8 +74,29 @@ class Run {
     const label = step.name ?? 'L';
     if (label === '' || label.includes('\0')) return label;
     const name = `${this.prefix}/${label}`;
-    if (!this.names.includes(name)) this.names.push(name);
+    let kind = { kind: null, permits: 0 };
+    if (step.op === 'lock' || step.op === 'try_lock') kind = kindOf(step);
+    else if (step.op === 'expect_available') kind = { kind: 'permit', permits: step.permits };
+    const zero = kind.kind === 'permit' && kind.permits === 0;
+    if (!zero && !this.names.some(([n]) => n === name)) this.names.push([name, kind]);
     return name;
+  }
+
+  /** Checks an acquire's outcome against the step (`expect`, `min_elapsed_ms`) and keeps the lease `as`. */
+  async settle(step, lease, started) {
+    const busyExpected = step.expect === 'busy';
+    if (lease && busyExpected) {
+      await lease.release();
+      throw new Error('acquired, expected busy');
+    }
+    if (!lease && !busyExpected) throw new Error('busy, expected to acquire');
+    if (!lease) return;
+    const elapsed = performance.now() - started;
+    if (step.min_elapsed_ms !== undefined && elapsed < step.min_elapsed_ms) {
+      throw new Error(`acquired after ${elapsed.toFixed(0)} ms, sooner than ${step.min_elapsed_ms} ms`);
+    }
+    if (step.as) this.leases.set(step.as, lease);
+    else await lease.release();
   }
 
   client(step) {
@@ -93,20 +137,42 @@ class Run {
         return this.client(step).close();
       case 'lock':
       case 'try_lock': {
-        const name = this.name(step);
-        const client = this.client(step);
-        const opts = Run.options(step);
-        const lease = step.op === 'lock' ? await client.lock(name, opts) : await client.tryLock(name, opts);
-        const busyExpected = step.expect === 'busy';
-        if (lease && busyExpected) throw new Error('acquired, expected busy');
-        if (!lease && !busyExpected) throw new Error('busy, expected to acquire');
-        if (!lease) return;
-        const elapsed = performance.now() - started;
-        if (step.min_elapsed_ms !== undefined && elapsed < step.min_elapsed_ms) {
-          throw new Error(`acquired after ${elapsed.toFixed(0)} ms, sooner than ${step.min_elapsed_ms} ms`);
+        const acquiring = acquire(this.client(step), this.name(step), kindOf(step), Run.options(step), step.op === 'try_lock');
+        if (step.spawn !== undefined) {
+          // Settled as an outcome, so that a rejection waits for its `join` instead of going unhandled.
+          this.tasks.set(step.spawn, acquiring.then((lease) => ({ lease }), (error) => ({ error })));
+          return;
         }
-        if (step.as) this.leases.set(step.as, lease);
-        else await lease.release();
+        return this.settle(step, await acquiring, started);
+      }
+      case 'join': {
+        const task = this.tasks.get(step.task);
+        assert.ok(task, `join of a task never spawned: ${step.task}`);
+        this.tasks.delete(step.task);
+        const { lease, error } = await task;
+        if (error) throw error;
+        return this.settle(step, lease, started);
+      }
+      case 'expect_slot': {
+        const slot = (l) => {
+          if (l.slot === null || typeof l.slot !== 'number') throw new Error(`lease ${l.name} has no slot`);
+          return l.slot;
+        };
+        const mine = slot(this.lease(step, 'lease'));
+        if (step.eq !== undefined && mine !== slot(this.lease(step, 'eq'))) {
+          throw new Error(`slot ${mine} is not the slot of ${step.eq}`);
+        }
+        if (step.ne !== undefined && mine === slot(this.lease(step, 'ne'))) {
+          throw new Error(`slot ${mine} is also the slot of ${step.ne}`);
+        }
+        if (step.below !== undefined && mine >= step.below) throw new Error(`slot ${mine} is not below ${step.below}`);
+        return;
+      }
+      case 'expect_available': {
+        const n = await this.client(step).semaphore(this.name(step), step.permits).available();
+        if (step.count !== undefined && n !== step.count) {
+          throw new Error(`${n} permits available, expected ${step.count}`);
+        }
         return;
       }
       case 'release':
@@ -174,7 +240,21 @@ class Run {
     }
   }
 
+  /** Runs one step, again every 20 ms within `eventually_ms` until it meets its expectations. */
   async step(step) {
+    if (step.eventually_ms === undefined) return this.stepOnce(step);
+    const deadline = performance.now() + step.eventually_ms;
+    for (;;) {
+      try {
+        return await this.stepOnce(step);
+      } catch (e) {
+        if (performance.now() >= deadline) throw new Error(`not within ${step.eventually_ms} ms: ${e.message}`);
+        await sleep(20);
+      }
+    }
+  }
+
+  async stepOnce(step) {
     const want = expectedErrors(step);
     const started = performance.now();
     let error;
@@ -203,9 +283,23 @@ class Run {
       for (const client of this.clients.values()) {
         if (client.localEntries !== 0) throw new Error(`${client.localEntries} local queue entries left`);
       }
-      for (const name of this.names) {
-        const info = await checker.inspect(name);
-        if (info.holder != null) throw new Error(`${name} left held by ${info.holder}`);
+      for (const [name, { kind, permits }] of this.names) {
+        const tolerated = (codes) => (e) => {
+          if (e instanceof LockError && codes.includes(e.code)) return SKIP;
+          throw e;
+        };
+        if (kind === 'read' || kind === 'write') {
+          const lease = await checker.rwLock(name).tryWrite().catch(tolerated(['UNSUPPORTED']));
+          if (lease === SKIP) continue;
+          if (!lease) throw new Error(`read-write lock ${name} left held`);
+          await lease.release();
+        } else if (kind === 'permit') {
+          const n = await checker.semaphore(name, permits).available().catch(tolerated(['UNSUPPORTED', 'INVALID_ARGUMENT']));
+          if (n !== SKIP && n !== permits) throw new Error(`semaphore ${name} left ${n} of ${permits} permits`);
+        } else {
+          const info = await checker.inspect(name);
+          if (info.holder != null) throw new Error(`${name} left held by ${info.holder}`);
+        }
       }
     } finally {
       await checker.close();
@@ -223,6 +317,8 @@ async function runBackend(label, url, unreachable) {
     native_wait: caps.nativeWait,
     fair: caps.fair,
     session_bound: caps.sessionBound,
+    rw_lock: caps.rwLock,
+    semaphore: caps.semaphore,
   })
     .filter(([, on]) => on)
     .map(([n]) => n);
@@ -230,11 +326,7 @@ async function runBackend(label, url, unreachable) {
   const failures = [];
   let passed = 0;
   for (const sc of scenarios()) {
-    // Read-write locks and semaphores are not in this binding yet (issue 18): their scenarios are skipped.
-    const needsKinds =
-      (sc.requires ?? []).length > 0 ||
-      sc.steps.some((st) => 'kind' in st || ['join', 'expect_slot', 'expect_available'].includes(st.op));
-    if (needsKinds || (sc.unless ?? []).some((c) => flags.includes(c))) {
+    if ((sc.unless ?? []).some((c) => flags.includes(c)) || (sc.requires ?? []).some((c) => !flags.includes(c))) {
       row.push(`${sc.name}=skip`);
       continue;
     }

@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterable, Optional, Tuple, Type, Union
 
 from . import _native
 from ._common import DEFAULT_TTL, Capability, LockInfo
-from ._common import ClientView, FenceView, LeaseView, LostSignalView, MutexView, lock_info, wait_limit
+from ._common import ClientView, FenceView, LeaseView, LostSignalView, MutexView, RwLockView, SemaphoreView
+from ._common import lock_info, permits_arg, wait_limit
 from .metrics import MetricsSnapshot, connect_args
 from .errors import (
     Cancelled,
@@ -62,6 +63,8 @@ __all__ = [
     "MetricsSnapshot",
     "Mutex",
     "NotHeld",
+    "RwLock",
+    "Semaphore",
     "Timeout",
     "Unavailable",
     "Unsupported",
@@ -152,6 +155,44 @@ class Client(ClientView):
     ) -> Mutex:
         """A :class:`Mutex` on ``name`` with the interface of :class:`threading.Lock` (``with mutex:``)."""
         return Mutex(self, name, ttl, watchdog, owner, fair)
+
+    def rw_lock(self, name: str) -> RwLock:
+        """The read-write lock ``name``: many readers or one writer (see :class:`RwLock`)."""
+        return RwLock(self, name)
+
+    def semaphore(self, name: str, permits: int) -> Semaphore:
+        """The semaphore ``name`` of ``permits`` leased permits (see :class:`Semaphore`). Every client of the name must
+        use the same number; the calls check it (:class:`InvalidArgument` naming both)."""
+        return Semaphore(self, name, permits)
+
+    def _hold(
+        self,
+        name: str,
+        kind: str,
+        permits: int,
+        ttl: float,
+        timeout: Optional[float],
+        watchdog: bool,
+        owner: Optional[str],
+        fair: Optional[bool],
+    ) -> Lease:
+        owner = thread_owner() if owner is None else owner
+        permits = permits_arg(name, permits)
+        return Lease(self._native.hold(name, kind, permits, ttl, timeout, watchdog, owner, fair))
+
+    def _try_hold(
+        self,
+        name: str,
+        kind: str,
+        permits: int,
+        ttl: float,
+        watchdog: bool,
+        owner: Optional[str],
+        fair: Optional[bool],
+    ) -> Optional[Lease]:
+        owner = thread_owner() if owner is None else owner
+        native = self._native.try_hold(name, kind, permits_arg(name, permits), ttl, watchdog, owner, fair)
+        return None if native is None else Lease(native)
 
     def fence(self, resource: str) -> Fence:
         """The fenced register ``resource``, stored in this client's backend."""
@@ -269,6 +310,100 @@ class Fence(FenceView):
     def read(self) -> Tuple[int, bytes]:
         """``(token, value)``: the highest accepted token and its value; ``(0, b"")`` if never written."""
         return self._native.read()
+
+
+class RwLock(RwLockView):
+    """A read-write lock: many readers or one writer. Use :meth:`Client.rw_lock` to make one.
+
+    Each hold is a :class:`Lease` like a lock's (TTL, watchdog, lost signal, reentrancy per owner), and a context
+    manager that releases it: ``with client.rw_lock("catalog").read() as lease:``. A waiting writer blocks new
+    readers. An owner holding the write lock may take the read lock too (a downgrade); one holding the read lock that
+    asks for the write lock gets :class:`InvalidArgument` (an upgrade), never a deadlock. A write hold, and each run
+    of overlapping read holds, has a fencing token of its own; readers of one run share it. A backend without
+    read-write locks (``capability().rw_lock`` false) raises :class:`Unsupported`.
+    """
+
+    __slots__ = ()
+    _client: Client
+
+    def read(
+        self,
+        ttl: float = DEFAULT_TTL,
+        timeout: Optional[float] = None,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+        fair: Optional[bool] = None,
+    ) -> Lease:
+        """A read hold, waiting up to ``timeout`` seconds (``None``: forever) while a writer holds or waits.
+
+        Options as for :meth:`Client.lock`. Raises :class:`Timeout` if it stays taken.
+        """
+        return self._client._hold(self._name, "read", 0, ttl, timeout, watchdog, owner, fair)
+
+    def try_read(
+        self, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None, fair: Optional[bool] = None
+    ) -> Optional[Lease]:
+        """One attempt at a read hold: the lease, or ``None`` while a writer holds or waits."""
+        return self._client._try_hold(self._name, "read", 0, ttl, watchdog, owner, fair)
+
+    def write(
+        self,
+        ttl: float = DEFAULT_TTL,
+        timeout: Optional[float] = None,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+        fair: Optional[bool] = None,
+    ) -> Lease:
+        """The write hold, waiting up to ``timeout`` seconds (``None``: forever) for readers and another writer.
+
+        Options as for :meth:`Client.lock`. Raises :class:`Timeout` if it stays taken, :class:`InvalidArgument` if
+        the owner holds the read lock.
+        """
+        return self._client._hold(self._name, "write", 0, ttl, timeout, watchdog, owner, fair)
+
+    def try_write(
+        self, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None, fair: Optional[bool] = None
+    ) -> Optional[Lease]:
+        """One attempt at the write hold: the lease, or ``None`` while anyone holds."""
+        return self._client._try_hold(self._name, "write", 0, ttl, watchdog, owner, fair)
+
+
+class Semaphore(SemaphoreView):
+    """At most ``permits`` holds at once across every client. Use :meth:`Client.semaphore` to make one.
+
+    Each permit is a :class:`Lease` (TTL, watchdog, lost signal; a crashed holder's permit comes back after its TTL)
+    and a context manager that releases it: ``with client.semaphore("gpus", 4).acquire() as permit:``. A permit
+    occupies a slot, ``permit.slot`` in ``0…permits-1``, whose token rises with every grant of that slot, so a
+    resource partitioned by slot is fenced like a mutex. A backend without semaphores raises :class:`Unsupported`.
+    """
+
+    __slots__ = ()
+    _client: Client
+
+    def acquire(
+        self,
+        ttl: float = DEFAULT_TTL,
+        timeout: Optional[float] = None,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+        fair: Optional[bool] = None,
+    ) -> Lease:
+        """A permit, waiting up to ``timeout`` seconds (``None``: forever) while all are held.
+
+        Options as for :meth:`Client.lock`. Raises :class:`Timeout` if none frees up, :class:`InvalidArgument` for 0
+        or more than 65,536 permits or a number other clients of the name do not use.
+        """
+        return self._client._hold(self._name, "permit", self._permits, ttl, timeout, watchdog, owner, fair)
+
+    def try_acquire(
+        self, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None, fair: Optional[bool] = None
+    ) -> Optional[Lease]:
+        """One attempt at a permit: the lease, or ``None`` while all are held."""
+        return self._client._try_hold(self._name, "permit", self._permits, ttl, watchdog, owner, fair)
+
+    def available(self) -> int:
+        """Permits not held now, per the backend."""
+        return self._client._native.available(self._name, permits_arg(self._name, self._permits))
 
 
 class Mutex(MutexView):

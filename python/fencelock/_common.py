@@ -28,6 +28,10 @@ class Capability:
     """Waiters across clients are served in arrival order."""
     session_bound: bool
     """Leases are bound to a session (ZooKeeper) rather than to a per-lock TTL."""
+    rw_lock: bool = False
+    """Read-write locks (``client.rw_lock(name)``); without them those calls raise :class:`~fencelock.Unsupported`."""
+    semaphore: bool = False
+    """Semaphores of leased permits (``client.semaphore(name, permits)``); else :class:`~fencelock.Unsupported`."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,8 @@ class ClientView:
         return self._native.url
 
     def capability(self) -> Capability:
-        """What the backend can do (fencing, native wake-ups, fair order, session-bound leases)."""
+        """What the backend can do (fencing, native wake-ups, fair order, session-bound leases, read-write locks,
+        semaphores)."""
         return Capability(*self._native.capability())
 
     def local_entries(self) -> int:
@@ -124,6 +129,12 @@ class LeaseView:
     def holder(self) -> str:
         """The holder id written to the backend, ``<client id>:<owner>``."""
         return self._native.holder
+
+    @property
+    def slot(self) -> Optional[int]:
+        """A semaphore permit's slot, ``0`` to ``permits - 1`` (its token is the slot's own counter); ``None`` for a
+        mutex or read-write lock hold."""
+        return self._native.slot
 
     @property
     def remaining(self) -> float:
@@ -213,6 +224,57 @@ class MutexView:
 
     def __repr__(self) -> str:
         return f"<{type(self).__module__}.Mutex {self._name!r}>"
+
+
+class RwLockView:
+    """What the sync and asyncio read-write locks share: the client, the name and the repr."""
+
+    __slots__ = ("_client", "_name")
+
+    def __init__(self, client: Any, name: str) -> None:
+        self._client = client
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        """The lock name."""
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.RwLock {self._name!r}>"
+
+
+class SemaphoreView:
+    """What the sync and asyncio semaphores share: the client, the name, the number of permits and the repr."""
+
+    __slots__ = ("_client", "_name", "_permits")
+
+    def __init__(self, client: Any, name: str, permits: int) -> None:
+        self._client = client
+        self._name = name
+        self._permits = permits
+
+    @property
+    def name(self) -> str:
+        """The semaphore's name."""
+        return self._name
+
+    @property
+    def permits(self) -> int:
+        """The number of permits it was opened with (every client of the name must use the same)."""
+        return self._permits
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.Semaphore {self._name!r} permits={self._permits}>"
+
+
+def permits_arg(name: str, permits: int) -> int:
+    """``permits`` for the native call: an integer the core then checks (1 to 65,536); one too large for the native
+    call is :class:`~fencelock.InvalidArgument` naming it, like every other bad number of permits."""
+    if isinstance(permits, int) and not -(2**63) <= permits < 2**63:
+        message = f"a semaphore has 1 to {_native.MAX_PERMITS} permits, not {permits}"
+        raise InvalidArgument(f"lock {name!r}: {message}", lock=name)
+    return permits
 
 
 def lock_info(raw: Tuple[Optional[str], Optional[float], Optional[int]]) -> LockInfo:

@@ -4,6 +4,7 @@ from typing import Any, Awaitable, Callable, List, Optional, Tuple
 
 DEFAULT_TTL: float
 MAX_NAME_BYTES: int
+MAX_PERMITS: int
 
 class NativeError(Exception):
     """A fencelock error as ``(code, message)``, raised only before ``fencelock.errors`` registers its factory."""
@@ -50,8 +51,8 @@ class Client:
     @property
     def url(self) -> str:
         """The backend URL without secrets."""
-    def capability(self) -> Tuple[bool, bool, bool, bool]:
-        """``(fencing, native_wait, fair, session_bound)``."""
+    def capability(self) -> Tuple[bool, bool, bool, bool, bool, bool]:
+        """``(fencing, native_wait, fair, session_bound, rw_lock, semaphore)``."""
     def local_entries(self) -> int:
         """Lock names this client holds or queues for locally."""
     def metrics_json(self) -> str:
@@ -74,6 +75,42 @@ class Client:
         self, name: str, ttl: float, watchdog: bool, owner: Optional[str], fair: Optional[bool]
     ) -> Awaitable[Optional[Lease]]:
         """``try_lock`` as an awaitable."""
+    def hold(
+        self,
+        name: str,
+        kind: str,
+        permits: int,
+        ttl: float,
+        timeout: Optional[float],
+        watchdog: bool,
+        owner: Optional[str],
+        fair: Optional[bool],
+    ) -> Lease:
+        """A hold of ``kind`` (``lock``, ``read``, ``write``, ``permit`` of ``permits``), waiting up to ``timeout``."""
+    def hold_async(
+        self,
+        name: str,
+        kind: str,
+        permits: int,
+        ttl: float,
+        timeout: Optional[float],
+        watchdog: bool,
+        owner: Optional[str],
+        fair: Optional[bool],
+    ) -> Awaitable[Lease]:
+        """``hold`` as an awaitable."""
+    def try_hold(
+        self, name: str, kind: str, permits: int, ttl: float, watchdog: bool, owner: Optional[str], fair: Optional[bool]
+    ) -> Optional[Lease]:
+        """One attempt at a hold of ``kind``."""
+    def try_hold_async(
+        self, name: str, kind: str, permits: int, ttl: float, watchdog: bool, owner: Optional[str], fair: Optional[bool]
+    ) -> Awaitable[Optional[Lease]]:
+        """``try_hold`` as an awaitable."""
+    def available(self, name: str, permits: int) -> int:
+        """Permits of the semaphore not held now."""
+    def available_async(self, name: str, permits: int) -> Awaitable[int]:
+        """``available`` as an awaitable."""
     def fence(self, resource: str) -> Fence:
         """The fenced register ``resource``."""
     def inspect(self, name: str) -> Tuple[Optional[str], Optional[float], Optional[int]]:
@@ -101,6 +138,9 @@ class Lease:
     @property
     def holder(self) -> str:
         """The holder id."""
+    @property
+    def slot(self) -> Optional[int]:
+        """A permit's slot; ``None`` for other holds."""
     def remaining(self) -> float:
         """Seconds of validity left."""
     def is_valid(self) -> bool:

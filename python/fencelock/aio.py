@@ -13,6 +13,9 @@ leaves no lock and no queue entry behind::
     async with client.mutex("orders"):      # or: acquire and release in one ``async with``
         ...
 
+    async with await client.rw_lock("catalog").read() as lease:       # read-write locks and semaphores alike
+        ...
+
 The default reentrancy owner is the current task. The event loop never blocks: the work runs on fencelock's own
 threads.
 """
@@ -25,11 +28,12 @@ from typing import Any, Callable, Iterable, Optional, Tuple, Type, Union
 
 from . import _native
 from ._common import DEFAULT_TTL, Capability, LockInfo
-from ._common import ClientView, FenceView, LeaseView, LostSignalView, MutexView, lock_info, wait_limit
+from ._common import ClientView, FenceView, LeaseView, LostSignalView, MutexView, RwLockView, SemaphoreView
+from ._common import lock_info, permits_arg, wait_limit
 from .errors import LockError, Timeout
 from .metrics import connect_args
 
-__all__ = ["Client", "Fence", "Lease", "LostSignal", "Mutex", "connect", "task_owner"]
+__all__ = ["Client", "Fence", "Lease", "LostSignal", "Mutex", "RwLock", "Semaphore", "connect", "task_owner"]
 
 
 def task_owner() -> str:
@@ -93,6 +97,44 @@ class Client(ClientView):
     ) -> Mutex:
         """A :class:`Mutex` on ``name``: ``async with client.mutex("x"):`` takes and releases it."""
         return Mutex(self, name, ttl, watchdog, owner, fair)
+
+    def rw_lock(self, name: str) -> RwLock:
+        """The read-write lock ``name``: many readers or one writer (see :class:`RwLock`)."""
+        return RwLock(self, name)
+
+    def semaphore(self, name: str, permits: int) -> Semaphore:
+        """The semaphore ``name`` of ``permits`` leased permits (see :class:`Semaphore`)."""
+        return Semaphore(self, name, permits)
+
+    async def _hold(
+        self,
+        name: str,
+        kind: str,
+        permits: int,
+        ttl: float,
+        timeout: Optional[float],
+        watchdog: bool,
+        owner: Optional[str],
+        fair: Optional[bool],
+    ) -> Lease:
+        owner = task_owner() if owner is None else owner
+        permits = permits_arg(name, permits)
+        return Lease(await self._native.hold_async(name, kind, permits, ttl, timeout, watchdog, owner, fair))
+
+    async def _try_hold(
+        self,
+        name: str,
+        kind: str,
+        permits: int,
+        ttl: float,
+        watchdog: bool,
+        owner: Optional[str],
+        fair: Optional[bool],
+    ) -> Optional[Lease]:
+        owner = task_owner() if owner is None else owner
+        permits = permits_arg(name, permits)
+        native = await self._native.try_hold_async(name, kind, permits, ttl, watchdog, owner, fair)
+        return None if native is None else Lease(native)
 
     def fence(self, resource: str) -> Fence:
         """The fenced register ``resource``, stored in this client's backend."""
@@ -197,6 +239,79 @@ class Fence(FenceView):
     async def read(self) -> Tuple[int, bytes]:
         """``(token, value)``: the highest accepted token and its value; ``(0, b"")`` if never written."""
         return await self._native.read_async()
+
+
+class RwLock(RwLockView):
+    """A read-write lock (asyncio); see :class:`fencelock.RwLock`. ``async with await rw.read() as lease:``.
+
+    The default owner is the current task.
+    """
+
+    __slots__ = ()
+    _client: Client
+
+    async def read(
+        self,
+        ttl: float = DEFAULT_TTL,
+        timeout: Optional[float] = None,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+        fair: Optional[bool] = None,
+    ) -> Lease:
+        """A read hold, waiting up to ``timeout`` seconds (``None``: forever) while a writer holds or waits."""
+        return await self._client._hold(self._name, "read", 0, ttl, timeout, watchdog, owner, fair)
+
+    async def try_read(
+        self, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None, fair: Optional[bool] = None
+    ) -> Optional[Lease]:
+        """One attempt at a read hold: the lease, or ``None`` while a writer holds or waits."""
+        return await self._client._try_hold(self._name, "read", 0, ttl, watchdog, owner, fair)
+
+    async def write(
+        self,
+        ttl: float = DEFAULT_TTL,
+        timeout: Optional[float] = None,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+        fair: Optional[bool] = None,
+    ) -> Lease:
+        """The write hold, waiting up to ``timeout`` seconds (``None``: forever) for readers and another writer."""
+        return await self._client._hold(self._name, "write", 0, ttl, timeout, watchdog, owner, fair)
+
+    async def try_write(
+        self, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None, fair: Optional[bool] = None
+    ) -> Optional[Lease]:
+        """One attempt at the write hold: the lease, or ``None`` while anyone holds."""
+        return await self._client._try_hold(self._name, "write", 0, ttl, watchdog, owner, fair)
+
+
+class Semaphore(SemaphoreView):
+    """A semaphore of leased permits (asyncio); see :class:`fencelock.Semaphore`.
+    ``async with await sem.acquire() as permit:``."""
+
+    __slots__ = ()
+    _client: Client
+
+    async def acquire(
+        self,
+        ttl: float = DEFAULT_TTL,
+        timeout: Optional[float] = None,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+        fair: Optional[bool] = None,
+    ) -> Lease:
+        """A permit, waiting up to ``timeout`` seconds (``None``: forever) while all are held."""
+        return await self._client._hold(self._name, "permit", self._permits, ttl, timeout, watchdog, owner, fair)
+
+    async def try_acquire(
+        self, ttl: float = DEFAULT_TTL, watchdog: bool = True, owner: Optional[str] = None, fair: Optional[bool] = None
+    ) -> Optional[Lease]:
+        """One attempt at a permit: the lease, or ``None`` while all are held."""
+        return await self._client._try_hold(self._name, "permit", self._permits, ttl, watchdog, owner, fair)
+
+    async def available(self) -> int:
+        """Permits not held now, per the backend."""
+        return await self._client._native.available_async(self._name, permits_arg(self._name, self._permits))
 
 
 class Mutex(MutexView):

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import fencelock
 
@@ -28,6 +29,13 @@ SERVED = [
 ]
 
 
+#: The capability flags a scenario's ``unless`` and ``requires`` name, as ``Capability`` spells them.
+FLAGS = ("fencing", "native_wait", "fair", "session_bound", "rw_lock", "semaphore")
+
+#: The longest any one step may take (the longest ``pause`` or ``within_ms`` of a scenario is a few seconds).
+STEP_BOUND = 60.0
+
+
 @dataclass
 class Scenario:
     """One scenario file."""
@@ -35,17 +43,8 @@ class Scenario:
     name: str
     unless: List[str]
     steps: List[Dict[str, Any]]
-    #: Holds read-write locks or semaphores, which this binding does not expose yet (issue 18): skipped.
-    needs_kinds: bool = False
-
-
-#: The steps' ops of the read-write lock and semaphore scenarios.
-KIND_OPS = ("join", "expect_slot", "expect_available")
-
-
-def needs_kinds(data: Dict[str, Any]) -> bool:
-    """Whether a scenario asks for a read-write lock or a semaphore."""
-    return bool(data.get("requires")) or any("kind" in st or st["op"] in KIND_OPS for st in data["steps"])
+    #: Capabilities the scenario needs (``rw_lock``, ``semaphore``); a backend without one skips it.
+    requires: List[str] = field(default_factory=list)
 
 
 def scenarios() -> List[Scenario]:
@@ -53,8 +52,71 @@ def scenarios() -> List[Scenario]:
     out = []
     for path in sorted(SCENARIO_DIR.glob("*.json")):
         data = json.loads(path.read_text())
-        out.append(Scenario(data["name"], list(data.get("unless", [])), list(data["steps"]), needs_kinds(data)))
+        unless, requires = list(data.get("unless", [])), list(data.get("requires", []))
+        out.append(Scenario(data["name"], unless, list(data["steps"]), requires))
     return out
+
+
+#: The kind of hold of a ``lock``/``try_lock`` step: ``(kind, permits)``, kind ``None`` for a mutex.
+Kind = Tuple[Optional[str], int]
+
+
+def kind(step: Dict[str, Any]) -> Kind:
+    """``kind`` "read", "write" or "permit" (with ``permits``), else a mutex."""
+    k = step.get("kind")
+    if k not in (None, "read", "write", "permit"):
+        raise AssertionError(f"unknown kind {k}")
+    return k, int(step["permits"]) if k == "permit" else 0
+
+
+def acquire(client: fencelock.Client, name: str, k: Kind, step: Dict[str, Any], once: bool) -> Optional[fencelock.Lease]:
+    """One acquire of kind ``k`` through the public API: ``lock`` (``once`` false) or ``try_lock`` and their kin.
+
+    A step without ``owner`` is its own owner, as in the Rust runner (Python's default, the thread, would make all
+    the steps of a client one owner).
+    """
+    ttl = _ms(step.get("ttl_ms", 30000))
+    assert ttl is not None
+    watchdog = bool(step.get("watchdog", True))
+    owner = step["owner"] if "owner" in step else unique("step")
+    fair = step.get("fair")
+    timeout = _ms(step.get("timeout_ms"))
+    which, permits = k
+    if which in ("read", "write"):
+        rw = client.rw_lock(name)
+        if once:
+            return (rw.try_read if which == "read" else rw.try_write)(ttl, watchdog, owner, fair)
+        return (rw.read if which == "read" else rw.write)(ttl, timeout, watchdog, owner, fair)
+    if which == "permit":
+        sem = client.semaphore(name, permits)
+        return sem.try_acquire(ttl, watchdog, owner, fair) if once else sem.acquire(ttl, timeout, watchdog, owner, fair)
+    if once:
+        return client.try_lock(name, ttl, watchdog, owner, fair=fair)
+    return client.lock(name, ttl, timeout, watchdog, owner, fair=fair)
+
+
+class Spawned:
+    """An acquire started with ``spawn``, on a thread of its own; ``join`` waits for its outcome."""
+
+    def __init__(self, run: Any) -> None:
+        self.lease: Optional[fencelock.Lease] = None
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(run,), daemon=True)
+        self._thread.start()
+
+    def _run(self, run: Any) -> None:
+        try:
+            self.lease = run()
+        except BaseException as e:  # handed to the joining step
+            self.error = e
+
+    def join(self) -> Optional[fencelock.Lease]:
+        self._thread.join(STEP_BOUND)
+        if self._thread.is_alive():
+            raise StepFailed(f"the spawned acquire did not finish within {STEP_BOUND}s")
+        if self.error is not None:
+            raise self.error
+        return self.lease
 
 
 def unique(prefix: str) -> str:
@@ -97,7 +159,9 @@ class Run:
     prefix: str
     clients: Dict[str, fencelock.Client] = field(default_factory=dict)
     leases: Dict[str, fencelock.Lease] = field(default_factory=dict)
-    names: List[str] = field(default_factory=list)
+    #: Every name the scenario used, with the kind of hold it was first used for (the clean check differs per kind).
+    names: List[Tuple[str, Kind]] = field(default_factory=list)
+    tasks: Dict[str, Spawned] = field(default_factory=dict)
 
     def name(self, step: Dict[str, Any]) -> str:
         if "name_len" in step:
@@ -106,8 +170,14 @@ class Run:
         if label == "" or "\0" in label:
             return str(label)
         name = f"{self.prefix}/{label}"
-        if name not in self.names:
-            self.names.append(name)
+        if step["op"] in ("lock", "try_lock"):
+            k = kind(step)
+        elif step["op"] == "expect_available":
+            k = ("permit", int(step["permits"]))
+        else:
+            k = (None, 0)
+        if all(n != name for n, _ in self.names) and k != ("permit", 0):
+            self.names.append((name, k))
         return name
 
     def client(self, step: Dict[str, Any]) -> fencelock.Client:
@@ -117,7 +187,40 @@ class Run:
         return self.leases[step[key]]
 
     def step(self, step: Dict[str, Any]) -> None:
-        """Runs one step; raises StepFailed if an expectation fails."""
+        """Runs one step, again every 20 ms within ``eventually_ms`` until it meets its expectations; raises
+        StepFailed if it does not."""
+        bound = _ms(step.get("eventually_ms"))
+        if bound is None:
+            return self.step_once(step)
+        deadline = time.monotonic() + bound
+        while True:
+            try:
+                return self.step_once(step)
+            except StepFailed as e:
+                if time.monotonic() >= deadline:
+                    raise StepFailed(f"not within {bound}s: {e}") from None
+                time.sleep(0.02)
+
+    def settle(self, step: Dict[str, Any], lease: Optional[fencelock.Lease], started: float) -> None:
+        """Checks an acquire's outcome against the step (``expect``, ``min_elapsed_ms``) and keeps the lease ``as``."""
+        busy_expected = step.get("expect") == "busy"
+        if lease is not None and busy_expected:
+            lease.release()
+            raise StepFailed("acquired, expected busy")
+        if lease is None and not busy_expected:
+            raise StepFailed("busy, expected to acquire")
+        if lease is not None:
+            min_elapsed = _ms(step.get("min_elapsed_ms"))
+            elapsed = time.monotonic() - started
+            if min_elapsed is not None and elapsed < min_elapsed:
+                raise StepFailed(f"acquired after {elapsed:.3f}s, sooner than {min_elapsed}s")
+            if "as" in step:
+                self.leases[step["as"]] = lease
+            else:
+                lease.release()
+
+    def step_once(self, step: Dict[str, Any]) -> None:
+        """Runs one step once; raises StepFailed if an expectation fails."""
         op = step["op"]
         if op == "connect" and step.get("url") == "$UNREACHABLE" and self.unreachable is None:
             return  # this backend has no such address (memory://)
@@ -153,31 +256,27 @@ class Run:
             self.client(step).close()
         elif op in ("lock", "try_lock"):
             name = self.name(step)
-            ttl = _ms(step.get("ttl_ms", 30000))
-            assert ttl is not None
-            watchdog = bool(step.get("watchdog", True))
-            owner = step.get("owner")
-            fair = step.get("fair")
             client = self.client(step)
-            if op == "lock":
-                timeout = _ms(step.get("timeout_ms"))
-                lease: Optional[fencelock.Lease] = client.lock(name, ttl, timeout, watchdog, owner, fair=fair)
-            else:
-                lease = client.try_lock(name, ttl, watchdog, owner, fair=fair)
-            busy_expected = step.get("expect") == "busy"
-            if lease is not None and busy_expected:
-                raise StepFailed("acquired, expected busy")
-            if lease is None and not busy_expected:
-                raise StepFailed("busy, expected to acquire")
-            if lease is not None:
-                min_elapsed = _ms(step.get("min_elapsed_ms"))
-                elapsed = time.monotonic() - started
-                if min_elapsed is not None and elapsed < min_elapsed:
-                    raise StepFailed(f"acquired after {elapsed:.3f}s, sooner than {min_elapsed}s")
-                if "as" in step:
-                    self.leases[step["as"]] = lease
-                else:
-                    lease.release()
+            k, once = kind(step), op == "try_lock"
+            if "spawn" in step:
+                self.tasks[step["spawn"]] = Spawned(lambda: acquire(client, name, k, step, once))
+                return
+            self.settle(step, acquire(client, name, k, step, once), started)
+        elif op == "join":
+            self.settle(step, self.tasks.pop(step["task"]).join(), started)
+        elif op == "expect_slot":
+            mine = self._slot(self.lease(step, "lease"))
+            if "eq" in step and mine != self._slot(self.lease(step, "eq")):
+                raise StepFailed(f"slot {mine} is not the slot of {step['eq']}")
+            if "ne" in step and mine == self._slot(self.lease(step, "ne")):
+                raise StepFailed(f"slot {mine} is also the slot of {step['ne']}")
+            if "below" in step and mine >= step["below"]:
+                raise StepFailed(f"slot {mine} is not below {step['below']}")
+        elif op == "expect_available":
+            name = self.name(step)
+            n = self.client(step).semaphore(name, int(step["permits"])).available()
+            if "count" in step and n != step["count"]:
+                raise StepFailed(f"{n} permits available, expected {step['count']}")
         elif op == "release":
             self.lease(step, "lease").release()
         elif op == "renew":
@@ -221,6 +320,12 @@ class Run:
         else:
             raise AssertionError(f"unknown op {op}")
 
+    @staticmethod
+    def _slot(lease: fencelock.Lease) -> int:
+        if lease.slot is None:
+            raise StepFailed(f"lease {lease.name} has no slot")
+        return lease.slot
+
     def check_clean(self) -> None:
         """After the scenario: nothing may be left held, locally or on the backend."""
         for lease in self.leases.values():
@@ -233,10 +338,26 @@ class Run:
             for client in self.clients.values():
                 if client.local_entries() != 0:
                     raise StepFailed(f"{client.local_entries()} local queue entries left")
-            for name in self.names:
-                holder = checker.inspect(name).holder
-                if holder is not None:
-                    raise StepFailed(f"{name} left held by {holder!r}")
+            for name, (which, permits) in self.names:
+                if which in ("read", "write"):
+                    try:
+                        lease = checker.rw_lock(name).try_write()
+                    except fencelock.Unsupported:
+                        continue
+                    if lease is None:
+                        raise StepFailed(f"read-write lock {name} left held")
+                    lease.release()
+                elif which == "permit":
+                    try:
+                        n = checker.semaphore(name, permits).available()
+                    except (fencelock.Unsupported, fencelock.InvalidArgument):
+                        continue
+                    if n != permits:
+                        raise StepFailed(f"semaphore {name} left {n} of {permits} permits")
+                else:
+                    holder = checker.inspect(name).holder
+                    if holder is not None:
+                        raise StepFailed(f"{name} left held by {holder!r}")
         finally:
             checker.close()
 
@@ -252,12 +373,12 @@ def capability_flags(url: str) -> List[str]:
         caps = client.capability()
     finally:
         client.close()
-    return [n for n in ("fencing", "native_wait", "fair", "session_bound") if getattr(caps, n)]
+    return [n for n in FLAGS if getattr(caps, n)]
 
 
 def run_scenario(sc: Scenario, url: str, unreachable: Optional[str], flags: List[str]) -> str:
     """Runs one scenario; returns "pass" or "skip", raises StepFailed naming the failed step."""
-    if sc.needs_kinds or any(c in flags for c in sc.unless):
+    if any(c in flags for c in sc.unless) or any(c not in flags for c in sc.requires):
         return "skip"
     run = Run(url, unreachable, unique(f"conformance/{sc.name}"))
     try:

@@ -63,4 +63,4 @@ def test_scenario(backend: Tuple[str, Optional[str], Optional[str]], sc: Scenari
         raise
     row.append((sc.name, result))
     if result == "skip":
-        pytest.skip(f"{sc.name} does not apply to {label} (unless: {sc.unless})")
+        pytest.skip(f"{sc.name} does not apply to {label} (unless: {sc.unless}, requires: {sc.requires})")

@@ -1,4 +1,5 @@
-//! `Client` for JS: connect, lock (cancellable), tryLock, fence, inspect, forceRelease, metrics, close.
+//! `Client` for JS: connect, lock (cancellable), tryLock, hold (cancellable) / tryHold for read-write locks and
+//! semaphores by the kind's name, available, fence, inspect, forceRelease, metrics, close.
 
 use std::fmt;
 
@@ -31,6 +32,8 @@ pub struct Capability {
     pub native_wait: bool,
     pub fair: bool,
     pub session_bound: bool,
+    pub rw_lock: bool,
+    pub semaphore: bool,
 }
 
 /// What `inspect` finds about a lock.
@@ -73,7 +76,14 @@ impl NativeClient {
     #[napi]
     pub fn capability(&self) -> Capability {
         let c = self.client.capability();
-        Capability { fencing: c.fencing, native_wait: c.native_wait, fair: c.fair, session_bound: c.session_bound }
+        Capability {
+            fencing: c.fencing,
+            native_wait: c.native_wait,
+            fair: c.fair,
+            session_bound: c.session_bound,
+            rw_lock: c.rw_lock,
+            semaphore: c.semaphore,
+        }
     }
 
     /// Takes `name`, waiting up to `timeoutMs`; `cancel(cancelId)` aborts the wait and leaves no lock behind.
@@ -107,6 +117,58 @@ impl NativeClient {
         let client = self.client.clone();
         let opts = lock_options(opts)?;
         spawn_promise(env, async move { Ok(client.try_lock(&name, &opts).await?.map(NativeLease::new)) })
+    }
+
+    /// A hold of `kind` (`lock`, `read`, `write`, or `permit` of the semaphore of `permits`), waiting up to
+    /// `timeoutMs`; `cancel(cancelId)` aborts the wait and leaves no hold behind.
+    #[napi]
+    pub fn hold<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        kind: String,
+        permits: i64,
+        opts: Option<LockOpts>,
+        cancel_id: Option<u32>,
+    ) -> Result<PromiseRaw<'env, NativeLease>> {
+        let client = self.client.clone();
+        let opts = lock_options(opts)?;
+        let task = spawn_task(async move {
+            let kind = fencelock_bridge::hold_kind(&name, &kind, permits)?;
+            let lease = fencelock_bridge::hold(&client, &name, kind, &opts, false).await?;
+            Ok(lease.expect("a waiting acquire returns a lease or an error"))
+        })?;
+        let registered = cancel::register(cancel_id, task.abort_handle());
+        env.spawn_future(async move {
+            let lease = joined(task.await, "the acquire")?;
+            drop(registered);
+            Ok(NativeLease::new(lease))
+        })
+    }
+
+    /// One attempt at a hold of `kind`: the lease, or null while it is taken.
+    #[napi]
+    pub fn try_hold<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        kind: String,
+        permits: i64,
+        opts: Option<LockOpts>,
+    ) -> Result<PromiseRaw<'env, Option<NativeLease>>> {
+        let client = self.client.clone();
+        let opts = lock_options(opts)?;
+        spawn_promise(env, async move {
+            let kind = fencelock_bridge::hold_kind(&name, &kind, permits)?;
+            Ok(fencelock_bridge::hold(&client, &name, kind, &opts, true).await?.map(NativeLease::new))
+        })
+    }
+
+    /// Permits of the semaphore `name` of `permits` not held now.
+    #[napi]
+    pub fn available<'env>(&self, env: &'env Env, name: String, permits: i64) -> Result<PromiseRaw<'env, u32>> {
+        let client = self.client.clone();
+        spawn_promise(env, async move { fencelock_bridge::available(&client, &name, permits).await })
     }
 
     /// The fenced register `resource`, stored in this client's backend.

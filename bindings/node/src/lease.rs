@@ -43,6 +43,12 @@ impl NativeLease {
         BigInt::from(self.lease.fence())
     }
 
+    /// A semaphore permit's slot, 0…permits−1; null for other holds.
+    #[napi(getter)]
+    pub fn slot(&self) -> Option<u32> {
+        self.lease.slot()
+    }
+
     /// `<client uuid>:<owner>`, as written into the backend record.
     #[napi(getter)]
     pub fn holder(&self) -> String {

@@ -1,5 +1,6 @@
-//! `Client`: connect, lock, try_lock, fence, inspect, force_release, metrics, close — each blocking (GIL released,
-//! interruptible) and as an asyncio awaitable (`*_async`).
+//! `Client`: connect, lock, try_lock, hold / try_hold (read-write locks and semaphores by the kind's name), available,
+//! fence, inspect, force_release, metrics, close — each blocking (GIL released, interruptible) and as an asyncio
+//! awaitable (`*_async`).
 
 use fencelock::{Client, LockInfo, MetricsNames, Result};
 use pyo3::prelude::*;
@@ -95,6 +96,19 @@ async fn acquire(
     Ok(fencelock_bridge::acquire(&client, &name, &opts?, once).await?.map(PyLease::new))
 }
 
+/// A hold of the kind named `kind` (`lock`, `read`, `write`, `permit` of `permits`): one attempt when `once`.
+async fn hold(
+    client: Client,
+    name: String,
+    kind: String,
+    permits: i64,
+    opts: Result<fencelock::LockOptions>,
+    once: bool,
+) -> Result<Option<PyLease>> {
+    let kind = fencelock_bridge::hold_kind(&name, &kind, permits)?;
+    Ok(fencelock_bridge::hold(&client, &name, kind, &opts?, once).await?.map(PyLease::new))
+}
+
 #[pymethods]
 impl PyClient {
     /// This client's id (the first half of every holder id it writes).
@@ -109,10 +123,10 @@ impl PyClient {
         Ok(self.get(py)?.url().to_string())
     }
 
-    /// `(fencing, native_wait, fair, session_bound)`.
-    fn capability(&self, py: Python<'_>) -> PyResult<(bool, bool, bool, bool)> {
+    /// `(fencing, native_wait, fair, session_bound, rw_lock, semaphore)`.
+    fn capability(&self, py: Python<'_>) -> PyResult<(bool, bool, bool, bool, bool, bool)> {
         let c = self.get(py)?.capability();
-        Ok((c.fencing, c.native_wait, c.fair, c.session_bound))
+        Ok((c.fencing, c.native_wait, c.fair, c.session_bound, c.rw_lock, c.semaphore))
     }
 
     /// This client's metrics snapshot as core's JSON (the package parses it into a dict).
@@ -189,6 +203,93 @@ impl PyClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let (client, opts) = (self.get(py)?, lock_options(ttl, None, watchdog, owner, fair));
         awaitable(py, acquire(client, name, opts, true))
+    }
+
+    /// A hold of `kind` (`lock`, `read`, `write`, or `permit` of the semaphore of `permits`), waiting up to
+    /// `timeout` seconds (`None`: forever).
+    #[allow(clippy::too_many_arguments)] // one per keyword of the Python method
+    fn hold(
+        &self,
+        py: Python<'_>,
+        name: String,
+        kind: String,
+        permits: i64,
+        ttl: f64,
+        timeout: Option<f64>,
+        watchdog: bool,
+        owner: Option<String>,
+        fair: Option<bool>,
+    ) -> PyResult<PyLease> {
+        let (client, opts) = (self.get(py)?, lock_options(ttl, timeout, watchdog, owner, fair));
+        let lease = wait(py, hold(client, name, kind, permits, opts, false))?;
+        Ok(lease.expect("a waiting acquire returns a lease or an error"))
+    }
+
+    /// `hold` as an awaitable.
+    #[allow(clippy::too_many_arguments)] // one per keyword of the Python method
+    fn hold_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        kind: String,
+        permits: i64,
+        ttl: f64,
+        timeout: Option<f64>,
+        watchdog: bool,
+        owner: Option<String>,
+        fair: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (client, opts) = (self.get(py)?, lock_options(ttl, timeout, watchdog, owner, fair));
+        awaitable(
+            py,
+            async move { Ok(hold(client, name, kind, permits, opts, false).await?.expect("a lease or an error")) },
+        )
+    }
+
+    /// One attempt at a hold of `kind`: the lease, or `None` while it is taken.
+    #[allow(clippy::too_many_arguments)] // one per keyword of the Python method
+    fn try_hold(
+        &self,
+        py: Python<'_>,
+        name: String,
+        kind: String,
+        permits: i64,
+        ttl: f64,
+        watchdog: bool,
+        owner: Option<String>,
+        fair: Option<bool>,
+    ) -> PyResult<Option<PyLease>> {
+        let (client, opts) = (self.get(py)?, lock_options(ttl, None, watchdog, owner, fair));
+        wait(py, hold(client, name, kind, permits, opts, true))
+    }
+
+    /// `try_hold` as an awaitable.
+    #[allow(clippy::too_many_arguments)] // one per keyword of the Python method
+    fn try_hold_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        kind: String,
+        permits: i64,
+        ttl: f64,
+        watchdog: bool,
+        owner: Option<String>,
+        fair: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (client, opts) = (self.get(py)?, lock_options(ttl, None, watchdog, owner, fair));
+        awaitable(py, hold(client, name, kind, permits, opts, true))
+    }
+
+    /// Permits of the semaphore `name` of `permits` not held now.
+    fn available(&self, py: Python<'_>, name: String, permits: i64) -> PyResult<u32> {
+        let client = self.get(py)?;
+        wait(py, async move { fencelock_bridge::available(&client, &name, permits).await })
+    }
+
+    /// `available` as an awaitable.
+    fn available_async<'py>(&self, py: Python<'py>, name: String, permits: i64) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.get(py)?;
+        awaitable(py, async move { fencelock_bridge::available(&client, &name, permits).await })
     }
 
     /// The fenced register `resource` in this client's backend.

@@ -19,6 +19,7 @@ pub(crate) struct PyLease {
     name: String,
     fence: u64,
     holder: String,
+    slot: Option<u32>,
 }
 
 impl PyLease {
@@ -27,6 +28,7 @@ impl PyLease {
             name: lease.name().to_string(),
             fence: lease.fence(),
             holder: lease.holder().to_string(),
+            slot: lease.slot(),
             lease: ForkLocal::new(Arc::new(lease)),
         }
     }
@@ -54,6 +56,12 @@ impl PyLease {
     #[getter]
     fn holder(&self) -> &str {
         &self.holder
+    }
+
+    /// A semaphore permit's slot, 0…permits−1; `None` for other holds.
+    #[getter]
+    fn slot(&self) -> Option<u32> {
+        self.slot
     }
 
     /// Seconds left before the lease's validity ends unless renewed.

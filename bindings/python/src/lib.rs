@@ -30,5 +30,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fence::PyFence>()?;
     m.add("DEFAULT_TTL", fencelock::DEFAULT_TTL.as_secs_f64())?;
     m.add("MAX_NAME_BYTES", fencelock::MAX_NAME_BYTES)?;
+    m.add("MAX_PERMITS", fencelock::MAX_PERMITS)?;
     Ok(())
 }
