@@ -69,11 +69,12 @@ pub extern "system" fn Java_dev_fencelock_Native_lockBlocking<'l>(
         let name = string(env, &name, "the lock name")?;
         let kind = fencelock_bridge::hold_kind(&name, &string(env, &kind, "the kind of hold")?, permits)?;
         let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?, fair);
-        let lease =
-            wait(env, interruptible, fencelock_bridge::hold(&client, &name, kind, &opts, once)).map_err(|f| match f {
+        let lease = wait(env, interruptible, fencelock_bridge::hold(&client, &name, kind, &opts, once)).map_err(
+            |f| match f {
                 Fail::Lock(e) => Fail::Lock(e.with_lock(&*name).with_backend(client.url())),
                 jni => jni,
-            })?;
+            },
+        )?;
         Ok(lease.map_or(0, |l| into_handle(JLease::new(l))))
     })
 }

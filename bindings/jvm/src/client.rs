@@ -159,9 +159,11 @@ pub extern "system" fn Java_dev_fencelock_Native_available<'l>(
     shim(&mut env, |env| {
         let client = borrow::<Client>(h)?.clone();
         let name = string(env, &name, "the semaphore name")?;
-        start(env, &completion, async move {
-            Ok(Value::Count(fencelock_bridge::available(&client, &name, permits).await?))
-        })
+        start(
+            env,
+            &completion,
+            async move { Ok(Value::Count(fencelock_bridge::available(&client, &name, permits).await?)) },
+        )
     })
 }
 
