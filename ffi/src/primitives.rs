@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_int};
 
-use fencelock::{Error, ErrorKind};
+use fencelock::{Error, ErrorKind, HoldKind};
 use fencelock_bridge::block_on;
 
 use crate::args;
@@ -18,15 +18,51 @@ pub const FENCELOCK_READ: c_int = 1;
 /// `mode` of `fencelock_rw_lock`: the write hold, alone.
 pub const FENCELOCK_WRITE: c_int = 2;
 
-/// Which side of the read-write lock `mode` names.
-fn side(mode: c_int) -> fencelock::Result<bool> {
+/// The side of the read-write lock `mode` names.
+fn side(mode: c_int) -> fencelock::Result<HoldKind> {
     match mode {
-        FENCELOCK_READ => Ok(false),
-        FENCELOCK_WRITE => Ok(true),
+        FENCELOCK_READ => Ok(HoldKind::Read),
+        FENCELOCK_WRITE => Ok(HoldKind::Write),
         _ => Err(Error::new(
             ErrorKind::InvalidArgument,
             format!("mode is {mode}: use FENCELOCK_READ ({FENCELOCK_READ}) or FENCELOCK_WRITE ({FENCELOCK_WRITE})"),
         )),
+    }
+}
+
+/// The side `mode` of the read-write lock `name` through `hold`.
+///
+/// # Safety
+/// As for `fencelock_lock`.
+unsafe fn rw(
+    func: &str,
+    client: *const fencelock_client,
+    name: *const c_char,
+    mode: c_int,
+    opts: *const fencelock_lock_options,
+    out: *mut *mut fencelock_lease,
+    once: bool,
+) -> fencelock::Result<fencelock_status> {
+    unsafe { hold(func, client, name, side(mode), opts, out, once) }
+}
+
+/// A hold of `kind` (the bad mode it may be, checked after the out-parameter is cleared) by the bridge's dispatch.
+///
+/// # Safety
+/// As for `fencelock_lock`.
+unsafe fn hold(
+    func: &str,
+    client: *const fencelock_client,
+    name: *const c_char,
+    kind: fencelock::Result<HoldKind>,
+    opts: *const fencelock_lock_options,
+    out: *mut *mut fencelock_lease,
+    once: bool,
+) -> fencelock::Result<fencelock_status> {
+    unsafe {
+        acquire_with(func, client, name, opts, out, |c, name, opts| async move {
+            fencelock_bridge::hold(&c, &name, kind?, &opts, once).await
+        })
     }
 }
 
@@ -46,15 +82,7 @@ pub unsafe extern "C" fn fencelock_rw_lock(
     opts: *const fencelock_lock_options,
     out: *mut *mut fencelock_lease,
 ) -> fencelock_status {
-    call("fencelock_rw_lock", || unsafe {
-        acquire_with("fencelock_rw_lock", client, name, opts, out, |c, name, opts| {
-            let lock = c.rw_lock(&name);
-            async move {
-                let lease = if side(mode)? { lock.write(&opts).await } else { lock.read(&opts).await }?;
-                Ok(Some(lease))
-            }
-        })
-    })
+    call("fencelock_rw_lock", || unsafe { rw("fencelock_rw_lock", client, name, mode, opts, out, false) })
 }
 
 /// One attempt at `fencelock_rw_lock`: `FENCELOCK_OK` and a lease, or `FENCELOCK_BUSY` (and NULL) while a writer
@@ -70,12 +98,7 @@ pub unsafe extern "C" fn fencelock_try_rw_lock(
     opts: *const fencelock_lock_options,
     out: *mut *mut fencelock_lease,
 ) -> fencelock_status {
-    call("fencelock_try_rw_lock", || unsafe {
-        acquire_with("fencelock_try_rw_lock", client, name, opts, out, |c, name, opts| {
-            let lock = c.rw_lock(&name);
-            async move { if side(mode)? { lock.try_write(&opts).await } else { lock.try_read(&opts).await } }
-        })
-    })
+    call("fencelock_try_rw_lock", || unsafe { rw("fencelock_try_rw_lock", client, name, mode, opts, out, true) })
 }
 
 /// A permit of the semaphore `name` of `permits` permits (every client of the name must use the same number, else
@@ -94,10 +117,7 @@ pub unsafe extern "C" fn fencelock_semaphore_acquire(
     out: *mut *mut fencelock_lease,
 ) -> fencelock_status {
     call("fencelock_semaphore_acquire", || unsafe {
-        acquire_with("fencelock_semaphore_acquire", client, name, opts, out, |c, name, opts| {
-            let semaphore = c.semaphore(&name, permits);
-            async move { semaphore.acquire(&opts).await.map(Some) }
-        })
+        hold("fencelock_semaphore_acquire", client, name, Ok(HoldKind::Permit { permits }), opts, out, false)
     })
 }
 
@@ -115,10 +135,7 @@ pub unsafe extern "C" fn fencelock_semaphore_try_acquire(
     out: *mut *mut fencelock_lease,
 ) -> fencelock_status {
     call("fencelock_semaphore_try_acquire", || unsafe {
-        acquire_with("fencelock_semaphore_try_acquire", client, name, opts, out, |c, name, opts| {
-            let semaphore = c.semaphore(&name, permits);
-            async move { semaphore.try_acquire(&opts).await }
-        })
+        hold("fencelock_semaphore_try_acquire", client, name, Ok(HoldKind::Permit { permits }), opts, out, true)
     })
 }
 
