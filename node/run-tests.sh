@@ -37,10 +37,11 @@ for example in *.mjs; do
 done
 
 echo "--- fencelock/prometheus (installed from the tarball), without prom-client, then with it"
-# prom-client is an optional peer, so installing the tarball did not pull it in; the lockfile's version comes from
-# npm's cache, filled by the npm ci above.
+# prom-client is an optional peer, so installing the tarball did not pull it in. The lockfile's version: its tarball
+# is in npm's cache from the npm ci above, but npm ci stores no registry metadata, so a fresh machine fetches that
+# (--prefer-offline, not --offline, which fails there).
 cp "$NODE_DIR/test/installed-prometheus.cjs" .
 node installed-prometheus.cjs missing
 prom_version=$(node -p "require('$NODE_DIR/node_modules/prom-client/package.json').version")
-npm install --no-audit --no-fund --offline "prom-client@$prom_version"
+npm install --no-audit --no-fund --prefer-offline "prom-client@$prom_version"
 node installed-prometheus.cjs present "sqlite:$SCRATCH/prometheus.db"
