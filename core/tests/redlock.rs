@@ -45,6 +45,15 @@ async fn grant(client: &Client, name: &str) -> u64 {
     lease.fence()
 }
 
+/// Takes `name` waiting up to 10 s, releases it and returns the token: for a round after an instance hung, whose
+/// late-run acquire may leave a record there until its 5 s TTL (the release meant for it waits for a probe that a
+/// dropped client never sends).
+async fn grant_waiting(client: &Client, name: &str) -> u64 {
+    let lease = client.lock(name, &opts(5_000).timeout(Duration::from_secs(10))).await.unwrap();
+    lease.release().await.unwrap();
+    lease.fence()
+}
+
 /// The shared instances, or `None` (skip with a note) when the test command did not start them.
 fn shared() -> Option<(String, Vec<u16>)> {
     let url = support::service_url("FENCELOCK_TEST_REDLOCK")?;
@@ -688,7 +697,7 @@ async fn tokens_rise_across_restarts_without_persistence() {
     // Instance 0 dies again: instance 1 only knows t2 because the grant raised its counter to it (instance 2 is
     // still at t1).
     instances.kill(0).await;
-    let t3 = grant(&Client::connect(&url).await.unwrap(), "t").await;
+    let t3 = grant_waiting(&Client::connect(&url).await.unwrap(), "t").await;
     assert!(t3 > t2, "tokens went backwards when the instance with the largest counter died: {t2} then {t3}");
 
     // Every instance loses its data: clock seeds exceed every earlier token.
