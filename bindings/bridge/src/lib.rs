@@ -20,4 +20,4 @@ pub use kinds::{available, hold, hold_kind, permits_of};
 pub use panic::catch_panic;
 pub use runtime::{block_on, build_for_host, handle, on_runtime_thread, spawn};
 pub use status::{STATUS_BUSY, status_code};
-pub use wait::{SLICE, acquire, block_interruptibly};
+pub use wait::{SLICE, block_interruptibly};

@@ -1,20 +1,15 @@
-//! Waiting the way every binding waits: one acquire call for `lock` and `try_lock`, and blocking waits that a host's
-//! interrupt (Ctrl-C in Python, `Thread.interrupt()` in Java) can end.
+//! Waiting the way every binding waits: blocking waits that a host's interrupt (Ctrl-C in Python,
+//! `Thread.interrupt()` in Java) can end. The acquire calls of every kind are `kinds::hold`.
 
 use std::future::Future;
 use std::time::Duration;
 
-use fencelock::{Client, Error, ErrorKind, Lease, LockOptions, Result};
+use fencelock::{Error, ErrorKind, Result};
 
 use crate::runtime::{handle, on_runtime_thread};
 
 /// How long a blocking call waits before it asks the host whether it was interrupted.
 pub const SLICE: Duration = Duration::from_millis(50);
-
-/// `try_lock` (one attempt: `None` if busy) when `once`, else `lock` (waits up to the options' timeout).
-pub async fn acquire(client: &Client, name: &str, opts: &LockOptions, once: bool) -> Result<Option<Lease>> {
-    if once { client.try_lock(name, opts).await } else { client.lock(name, opts).await.map(Some) }
-}
 
 /// Runs `fut` to completion on the calling thread, asking `interrupted()` between slices of [`SLICE`]. When it says
 /// so, the future is dropped (inside the runtime, so the cleanup a cancel-safe core future spawns has one to run on)
@@ -48,6 +43,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hold;
+    use fencelock::{Client, HoldKind, LockOptions};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -84,6 +81,7 @@ mod tests {
         crate::block_on(async {
             let client = Client::connect("memory://bridge-acquire").await.unwrap();
             let opts = LockOptions::default();
+            let acquire = |c, n, o, once| hold(c, n, HoldKind::Exclusive, o, once);
             let held = acquire(&client, "n", &opts, false).await.unwrap().expect("lock returns a lease");
             let other = Client::connect("memory://bridge-acquire").await.unwrap();
             assert!(acquire(&other, "n", &opts, true).await.unwrap().is_none(), "busy: try_lock");

@@ -2,7 +2,7 @@
 //! fence, inspect, force_release, metrics, close — each blocking (GIL released, interruptible) and as an asyncio
 //! awaitable (`*_async`).
 
-use fencelock::{Client, LockInfo, MetricsNames, Result};
+use fencelock::{Client, HoldKind, LockInfo, MetricsNames, Result};
 use pyo3::prelude::*;
 
 use crate::error::to_py;
@@ -93,7 +93,7 @@ async fn acquire(
     opts: Result<fencelock::LockOptions>,
     once: bool,
 ) -> Result<Option<PyLease>> {
-    Ok(fencelock_bridge::acquire(&client, &name, &opts?, once).await?.map(PyLease::new))
+    Ok(fencelock_bridge::hold(&client, &name, HoldKind::Exclusive, &opts?, once).await?.map(PyLease::new))
 }
 
 /// A hold of the kind named `kind` (`lock`, `read`, `write`, `permit` of `permits`): one attempt when `once`.
