@@ -3,6 +3,9 @@
 # (critical sections never overlap; fencing tokens strictly increase in order of acquisition).
 #
 #   scripts/demo.sh                    build the CLI, run the workers, check their output
+#   FENCELOCK_DEMO_BIN=PATH scripts/demo.sh   the same with a CLI built already (scripts/test.sh passes the one of
+#                                      its workspace build: `-p fencelock-cli` resolves other features, and would
+#                                      compile most dependencies a second time)
 #   scripts/demo.sh --check LOG [N]    only check a log of N critical sections (default 12)
 set -euo pipefail
 
@@ -84,10 +87,15 @@ main() {
         return
     fi
     cd "$(dirname "${BASH_SOURCE[0]}")/.."
-    cargo build -q -p fencelock-cli
-    local target=${CARGO_TARGET_DIR:-target}
-    [[ $target == /* ]] || target=$PWD/$target
-    BIN=$target/debug/fencelock
+    if [[ -n ${FENCELOCK_DEMO_BIN:-} ]]; then
+        BIN=$FENCELOCK_DEMO_BIN
+        [[ -x $BIN ]] || { echo "demo: FENCELOCK_DEMO_BIN=$BIN is not an executable" >&2; exit 1; }
+    else
+        cargo build -q -p fencelock-cli
+        local target=${CARGO_TARGET_DIR:-target}
+        [[ $target == /* ]] || target=$PWD/$target
+        BIN=$target/debug/fencelock
+    fi
 
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/fencelock-demo.XXXXXX")
     trap 'rm -rf "$WORK"' EXIT # the database and the log are throwaway

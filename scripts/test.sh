@@ -99,9 +99,10 @@ main() {
     export FENCELOCK_REQUIRE_SERVICES=1 # a test whose server is missing fails instead of skipping
     ensure_rust_components
 
-    # The README's first command first: if a newcomer's demo is broken, the run says so at once.
-    stage demo "$ROOT/scripts/demo.sh"
+    # The README's first command right after the build, on the build's CLI: a broken demo fails the run before the
+    # long suites.
     stage build cargo build --workspace --all-targets
+    stage demo env FENCELOCK_DEMO_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/fencelock" "$ROOT/scripts/demo.sh"
     stage test cargo test --workspace --no-fail-fast
     stage python python/run-tests.sh
     stage node node/run-tests.sh
