@@ -138,6 +138,8 @@ impl Run {
         let name = format!("{}/{label}", self.prefix);
         let kind = match step["op"].as_str() {
             Some("lock" | "try_lock") => kind(step),
+            // A semaphore's count read first: its clean check is the semaphore's, not a mutex's.
+            Some("expect_available") => HoldKind::Permit { permits: step["permits"].as_u64().unwrap_or(0) as u32 },
             _ => HoldKind::Exclusive,
         };
         if !self.names.iter().any(|(n, _)| *n == name) && !matches!(kind, HoldKind::Permit { permits: 0 }) {

@@ -2,6 +2,7 @@ package bench;
 
 import dev.fencelock.FencelockClient;
 import dev.fencelock.Lease;
+import dev.fencelock.LockOptions;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -11,9 +12,14 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.Lock;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.retry.RetryOneTime;
 import org.redisson.Redisson;
+import org.redisson.api.RPermitExpirableSemaphore;
+import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
@@ -31,6 +37,11 @@ import org.redisson.config.Config;
  *       (so contention goes through the server); Redisson's share one RedissonClient and Curator's one
  *       CuratorFramework (each worker a separate lock owner on the server all the same). On Redis against both
  *       Redisson's RLock (every unlock wakes every waiter) and its RFairLock (an unlock wakes the queue's head).
+ *   <li>the read-write lock and the semaphore: (a) 8 threads loop a read hold + release of one name, against the
+ *       peer's read lock (Redisson's RReadWriteLock, Curator's InterProcessReadWriteLock) and against fencelock's
+ *       own mutex taken the same way (which takes turns where reads share); (b) one thread's permit acquire +
+ *       release of a 4-permit semaphore, against the peer's (Redisson's RPermitExpirableSemaphore, Curator's
+ *       InterProcessSemaphoreV2) and against fencelock's mutex. All in alternating slices, like 1b.
  * </ol>
  *
  * Prints a table per backend and {@code key=value} lines for bench/java/run.sh.
@@ -117,6 +128,103 @@ public final class Bench {
             now = after;
         }
         into.elapsed += now - start;
+    }
+
+    /**
+     * Runs {@code ours} and {@code theirs}, each a set of cycles looped by a thread apiece, in four alternating
+     * slices of {@code sliceNanos / 2}; a side's sample has every cycle of its threads and the wall time.
+     */
+    static Sample[] alternateTogether(List<Cycle> ours, List<Cycle> theirs, long sliceNanos) throws Exception {
+        together(ours, new Sample(), WARMUP_NANOS);
+        together(theirs, new Sample(), WARMUP_NANOS);
+        Sample a = new Sample();
+        Sample b = new Sample();
+        for (int slice = 0; slice < 4; slice++) {
+            together(slice % 2 == 0 ? ours : theirs, slice % 2 == 0 ? a : b, sliceNanos / 2);
+        }
+        return new Sample[] {a, b};
+    }
+
+    private static void together(List<Cycle> cycles, Sample into, long forNanos) throws Exception {
+        List<Sample> parts = new ArrayList<>();
+        List<Thread> threads = new ArrayList<>();
+        List<Throwable> failures = new ArrayList<>();
+        for (Cycle c : cycles) {
+            Sample part = new Sample();
+            parts.add(part);
+            threads.add(new Thread(() -> {
+                try {
+                    run(c, part, forNanos);
+                } catch (Throwable t) {
+                    synchronized (failures) {
+                        failures.add(t);
+                    }
+                }
+            }));
+        }
+        long start = System.nanoTime();
+        threads.forEach(Thread::start);
+        for (Thread t : threads) {
+            t.join();
+        }
+        into.elapsed += System.nanoTime() - start;
+        if (!failures.isEmpty()) {
+            throw new IllegalStateException("a cycle failed", failures.get(0));
+        }
+        parts.forEach(p -> into.nanos.addAll(p.nanos));
+    }
+
+    /** {@code WORKERS} fencelock clients, one per thread (as separate processes would be); closed by the caller. */
+    static List<FencelockClient> clients(String url) {
+        List<FencelockClient> clients = new ArrayList<>();
+        for (int i = 0; i < WORKERS; i++) {
+            clients.add(FencelockClient.connect(url));
+        }
+        return clients;
+    }
+
+    /** Figure 3 on one backend; {@code peerRead} and {@code peerPermit} are the peer's cycles, per thread. */
+    static void primitives(String backend, String url, String prefix, String peer, ContenderFactory peerRead,
+            Cycle peerPermit, long sliceNanos) throws Exception {
+        List<FencelockClient> clients = clients(url);
+        try {
+            List<Cycle> reads = new ArrayList<>();
+            List<Cycle> mutexes = new ArrayList<>();
+            List<Cycle> theirs = new ArrayList<>();
+            for (int w = 0; w < WORKERS; w++) {
+                FencelockClient c = clients.get(w);
+                reads.add(() -> c.readWriteLock(prefix + "bench-java-read").read(LockOptions.defaults()).close());
+                mutexes.add(() -> c.lock(prefix + "bench-java-read-mutex").close());
+                Contender r = peerRead.make(w);
+                theirs.add(() -> {
+                    r.acquire();
+                    r.release();
+                });
+            }
+            Sample[] vsPeer = alternateTogether(reads, theirs, sliceNanos);
+            table(backend + ": 3a. 8 threads loop a read hold + release, alternating with " + peer, "fencelock read",
+                    peer + " read", vsPeer[0], vsPeer[1]);
+            Sample[] vsMutex = alternateTogether(reads, mutexes, sliceNanos);
+            table(backend + ": 3a'. the same against fencelock's mutex (8 threads take turns)", "fencelock read",
+                    "fencelock mutex", vsMutex[0], vsMutex[1]);
+            kv("java_" + backend + "_read_8_cycles", vsPeer[0].perSecond());
+            kv("peer_" + backend + "_read_8_cycles", vsPeer[1].perSecond());
+            kv("java_" + backend + "_mutex_8_cycles", vsMutex[1].perSecond());
+
+            FencelockClient one = clients.get(0);
+            Cycle permit = () -> one.semaphore(prefix + "bench-java-semaphore", 4).acquire().close();
+            Sample[] semVsPeer = alternate(permit, peerPermit, sliceNanos);
+            table(backend + ": 3b. 1 thread, permit acquire + release (4 permits), alternating with " + peer,
+                    "fencelock permit", peer + " permit", semVsPeer[0], semVsPeer[1]);
+            Sample[] semVsMutex = alternate(permit, () -> one.lock(prefix + "bench-java-sem-mutex").close(),
+                    sliceNanos);
+            table(backend + ": 3b'. the same against fencelock's mutex", "fencelock permit", "fencelock mutex",
+                    semVsMutex[0], semVsMutex[1]);
+            kv("java_" + backend + "_permit_cycles", semVsPeer[0].perSecond());
+            kv("peer_" + backend + "_permit_cycles", semVsPeer[1].perSecond());
+        } finally {
+            clients.forEach(FencelockClient::close);
+        }
     }
 
     /** One worker's acquire and release on the contended lock. */
@@ -247,6 +355,23 @@ public final class Bench {
             handoffTable("redis: 2b. contended hand-off, 8 threads, against Redisson's fair lock", "fencelock java",
                     "Redisson RFairLock", ours, fairOnes);
             kv("redisson_fair_handoff_p50_us", fairOnes.percentile(0.5) / 1e3);
+
+            RReadWriteLock rw = redisson.getReadWriteLock("bench-java-redisson-read");
+            RPermitExpirableSemaphore sem = redisson.getPermitExpirableSemaphore("bench-java-redisson-semaphore");
+            sem.delete();
+            sem.trySetPermits(4);
+            primitives("redis", url, "", "Redisson", w -> {
+                Lock l = rw.readLock();
+                return new Contender() {
+                    public void acquire() {
+                        l.lock();
+                    }
+
+                    public void release() {
+                        l.unlock();
+                    }
+                };
+            }, () -> sem.release(sem.acquire(30, TimeUnit.SECONDS)), sliceNanos);
         } finally {
             redisson.shutdown();
         }
@@ -286,6 +411,21 @@ public final class Bench {
             handoffTable("zk: 2. contended hand-off, 8 threads", "fencelock java", "Curator IPMutex", ours, theirs);
             kv("java_zk_handoff_p50_us", ours.percentile(0.5) / 1e3);
             kv("curator_handoff_p50_us", theirs.percentile(0.5) / 1e3);
+
+            InterProcessSemaphoreV2 sem = new InterProcessSemaphoreV2(curator, "/bench-java-curator-semaphore", 4);
+            primitives("zk", url, "/", "Curator", w -> {
+                // A lock object per thread: Curator's locks are reentrant per thread of one object.
+                InterProcessLock m = new InterProcessReadWriteLock(curator, "/bench-java-curator-read").readLock();
+                return new Contender() {
+                    public void acquire() throws Exception {
+                        m.acquire();
+                    }
+
+                    public void release() throws Exception {
+                        m.release();
+                    }
+                };
+            }, () -> sem.returnLease(sem.acquire()), sliceNanos);
         } finally {
             curator.close();
         }
