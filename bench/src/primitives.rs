@@ -38,7 +38,7 @@ async fn cycle(client: &Client, hold: Hold, name: &str, opts: &LockOptions) -> B
 async fn together(clients: &[Client], hold: Hold, name: &str, span: Duration) -> BoxResult<Samples> {
     let opts = LockOptions::default();
     let runs = clients.iter().map(|c| timed(span, || cycle(c, hold, name, &opts)));
-    Ok(Samples::merge(try_join_all(runs).await?))
+    Ok(Samples::concurrent(try_join_all(runs).await?))
 }
 
 fn ratio_rows(t: &mut Table, what: &str, ours: &Samples, mutex: &Samples) {

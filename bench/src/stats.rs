@@ -82,4 +82,15 @@ impl Samples {
         }
         Samples::from_vec(lat, elapsed)
     }
+
+    /// The samples of runs that ran at the same time as one, over the longest of them (the wall time): summing
+    /// their times would divide the rate by the number of runs.
+    pub fn concurrent(parts: impl IntoIterator<Item = Samples>) -> Samples {
+        let (mut lat, mut elapsed) = (Vec::new(), Duration::ZERO);
+        for p in parts {
+            lat.extend(p.lat);
+            elapsed = elapsed.max(p.elapsed);
+        }
+        Samples::from_vec(lat, elapsed)
+    }
 }
