@@ -62,6 +62,14 @@ struct run {
     char fail[4096];
 };
 
+/* Monotonic microseconds: elapsed times against a TTL less its drift (min_elapsed_ms) leave little slack for the
+ * truncation of whole milliseconds. */
+static long long now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 static bool failf(struct run *r, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -231,10 +239,10 @@ static bool settle(struct run *r, json_t *step, fencelock_status s, fencelock_le
     }
     if (!l && !busy_expected) return failf(r, "busy, expected to acquire (%s)", error);
     if (!l) return true;
-    long long elapsed = now_ms() - started;
-    if (has(step, "min_elapsed_ms") && elapsed < num(step, "min_elapsed_ms", 0)) {
+    long long elapsed = now_us() - started;
+    if (has(step, "min_elapsed_ms") && elapsed < num(step, "min_elapsed_ms", 0) * 1000) {
         drop_lease(l);
-        return failf(r, "acquired after %lld ms, sooner than %lld ms", elapsed, num(step, "min_elapsed_ms", 0));
+        return failf(r, "acquired after %.3f ms, sooner than %lld ms", elapsed / 1000.0, num(step, "min_elapsed_ms", 0));
     }
     if (str(step, "as")) {
         drop_lease(put(r->leases, &r->n_leases, str(step, "as"), l));
@@ -482,11 +490,11 @@ static bool step_once(struct run *r, json_t *step) {
         return true; /* this backend has no such address (memory://) */
     r->status = FENCELOCK_OK;
     r->message[0] = 0;
-    long long started = now_ms();
+    long long started = now_us();
     if (!op(r, step, opname, started)) return false;
-    long long elapsed = now_ms() - started;
-    if (has(step, "within_ms") && strcmp(opname, "expect_lost") != 0 && elapsed > num(step, "within_ms", 0))
-        return failf(r, "took %lld ms, more than %lld ms", elapsed, num(step, "within_ms", 0));
+    long long elapsed = now_us() - started;
+    if (has(step, "within_ms") && strcmp(opname, "expect_lost") != 0 && elapsed > num(step, "within_ms", 0) * 1000)
+        return failf(r, "took %.3f ms, more than %lld ms", elapsed / 1000.0, num(step, "within_ms", 0));
     bool any = false;
     bool listed = expected(step, status_name(r->status), &any);
     if (r->status != FENCELOCK_OK && !any) return failf(r, "failed: %s", r->message);
