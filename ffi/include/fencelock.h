@@ -99,6 +99,22 @@ typedef struct fencelock_lock_options {
   int fair;
 } fencelock_lock_options;
 
+// What the client's backend offers (core's `Capability`).
+typedef struct fencelock_capability {
+  // Grants carry fencing tokens that rise per lock name.
+  bool fencing;
+  // Waiters are woken by the backend (pub/sub, watch, LISTEN) rather than by polling.
+  bool native_wait;
+  // Waiters across clients can be served in arrival order.
+  bool fair;
+  // Leases are bound to a session (ZooKeeper) rather than to a per-lock TTL.
+  bool session_bound;
+  // Read-write locks (`fencelock_rw_lock`).
+  bool rw_lock;
+  // Semaphores (`fencelock_semaphore_acquire`).
+  bool semaphore;
+} fencelock_capability;
+
 // A histogram of durations.
 typedef struct fencelock_histogram {
   // Observations so far.
@@ -290,6 +306,45 @@ void fencelock_bytes_free(uint8_t *value,
 // # Safety
 // `fence` is NULL or a live fence not used after this call.
 void fencelock_fence_free(struct fencelock_fence *fence);
+
+// Fills `*out` with what the client's backend offers; all false on failure.
+//
+// # Safety
+// `client` NULL or a live client; `out` NULL or writable.
+enum fencelock_status fencelock_client_capability(const struct fencelock_client *client,
+                                                  struct fencelock_capability *out);
+
+// Reads the mutex record `name` on the backend: stores in `*out_held` whether someone holds it and, if
+// `out_holder` is not NULL, the holder (`<client id>:<owner>`, a new string to free with `fencelock_string_free`;
+// NULL when free).
+//
+// # Safety
+// `client` NULL or a live client; `name` NULL or a NUL-terminated string; `out_held` NULL or writable;
+// `out_holder` NULL or writable.
+enum fencelock_status fencelock_client_inspect(const struct fencelock_client *client,
+                                               const char *name,
+                                               bool *out_held,
+                                               char **out_holder);
+
+// Stores in `*out` how many entries the client's local lock table has (holds and waiting calls): 0 once every
+// lease is released and no call waits.
+//
+// # Safety
+// `client` NULL or a live client; `out` NULL or writable.
+enum fencelock_status fencelock_client_local_entries(const struct fencelock_client *client,
+                                                     size_t *out);
+
+// How long the lease stays valid by our own clock, in milliseconds (0 once it passed, and for NULL).
+//
+// # Safety
+// `lease` is NULL or a live lease.
+uint64_t fencelock_lease_remaining_ms(const struct fencelock_lease *lease);
+
+// Whether the lease was lost (its lost signal fired; see `fencelock_lease_on_lost`); false for NULL.
+//
+// # Safety
+// `lease` is NULL or a live lease.
+bool fencelock_lease_is_lost(const struct fencelock_lease *lease);
 
 // The fencing token of the lease: larger than every earlier grant's on this lock and backend. Pass it to
 // `fencelock_fence_write` or your own store's guard. Readable after release; 0 for NULL.

@@ -14,6 +14,7 @@
 mod args;
 mod client;
 mod fence;
+mod inspect;
 mod lease;
 mod metrics;
 mod options;
@@ -23,6 +24,7 @@ mod text;
 
 pub use client::fencelock_client;
 pub use fence::fencelock_fence;
+pub use inspect::fencelock_capability;
 pub use lease::fencelock_lease;
 pub use metrics::{FENCELOCK_METRICS_BUCKETS, fencelock_histogram, fencelock_metrics};
 pub use options::{FENCELOCK_WAIT_FOREVER, fencelock_client_options, fencelock_lock_options};

@@ -1,332 +1,696 @@
-/* The conformance basics through the C ABI, on the backend URL given as argv[1]:
- * exclusion, try_lock BUSY, timeout, release then reacquire with a larger token, reentrancy, renew, fenced
- * write/read and FENCED, the lost callback, bad inputs naming the problem. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
+/* The language-neutral scenarios of tests/conformance/ (every .json file) through the C ABI, read at run time with jansson and
+ * interpreted step by step as core/tests/conformance.rs and the Python, Node and Java runners do (the step language:
+ * tests/conformance/README.md). Prints this backend's row of the scenario × backend matrix and a
+ * "conformance LABEL: N passed, M failed" line (scenarios); a scenario whose `requires` the backend lacks, or whose
+ * `unless` it has, is skipped.
+ * Usage: conformance DIR LABEL URL [UNREACHABLE]   (UNREACHABLE: an address of this backend where nothing answers) */
+#include <dirent.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "check.h"
 
-static char name_buf[128];
+#define MAX_ITEMS 64     /* clients, leases, names or tasks of one scenario */
+#define MAX_WATCHES 4096 /* expect_lost steps of one process */
+#define STEP_BOUND_MS 60000
 
-/* A lock name unique to this run, so reruns against a persistent backend start clean. */
-static const char *unique(const char *base) {
-    snprintf(name_buf, sizeof name_buf, "c-%s-%d-%lld", base, (int)getpid(), now_ms());
-    return name_buf;
+enum kind { K_MUTEX, K_READ, K_WRITE, K_PERMIT };
+struct hold {
+    enum kind kind;
+    uint32_t permits;
+};
+
+/* An acquire started with `spawn`, on a thread of its own; `join` waits for it. Its last error is its thread's. */
+struct task {
+    char id[64];
+    pthread_t thread;
+    fencelock_client *client;
+    char *name, *owner;
+    struct hold hold;
+    fencelock_lock_options opts;
+    bool once, joined, started;
+    fencelock_status status;
+    fencelock_lease *lease;
+    char error[1024];
+};
+
+struct named {
+    char id[64];
+    void *ptr;
+};
+
+/* The state of one scenario run. */
+struct run {
+    const char *url, *unreachable;
+    char prefix[256];
+    struct named clients[MAX_ITEMS], leases[MAX_ITEMS];
+    int n_clients, n_leases;
+    struct {
+        char *name;
+        struct hold hold;
+    } names[MAX_ITEMS];
+    int n_names;
+    struct task *tasks[MAX_ITEMS];
+    int n_tasks;
+    /* The outcome of the current step's operation: its status and, on an error, the last error's text. */
+    fencelock_status status;
+    char message[1024];
+    /* Why the step failed its expectations. */
+    char fail[4096];
+};
+
+/* Monotonic microseconds: elapsed times against a TTL less its drift (min_elapsed_ms) leave little slack for the
+ * truncation of whole milliseconds. */
+static long long now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void exclusion_timeout_and_tokens(const char *url) {
-    fencelock_client *a = NULL, *b = NULL;
-    CHECK_STATUS(fencelock_client_connect(url, &a), FENCELOCK_OK);
-    CHECK_STATUS(fencelock_client_connect(url, &b), FENCELOCK_OK);
-    if (!a || !b) goto out;
-    char name[128];
-    snprintf(name, sizeof name, "%s", unique("excl"));
-
-    fencelock_lease *la = NULL, *lb = (fencelock_lease *)1;
-    CHECK_STATUS(fencelock_lock(a, name, NULL, &la), FENCELOCK_OK);
-    CHECK(la != NULL);
-    uint64_t t1 = fencelock_lease_fence(la);
-    CHECK(t1 > 0);
-
-    CHECK_STATUS(fencelock_try_lock(b, name, NULL, &lb), FENCELOCK_BUSY);
-    CHECK(lb == NULL);
-    CHECK_ERROR_MENTIONS(name);
-
-    fencelock_lock_options o = fencelock_lock_options_default();
-    CHECK(o.timeout_ms == FENCELOCK_WAIT_FOREVER && o.ttl_ms == 30000 && o.watchdog && o.owner == NULL && o.fair == 0);
-    o.timeout_ms = 300;
-    long long t0 = now_ms();
-    CHECK_STATUS(fencelock_lock(b, name, &o, &lb), FENCELOCK_TIMEOUT);
-    long long waited = now_ms() - t0;
-    CHECK(waited >= 250 && waited < 5000);
-    CHECK(lb == NULL);
-    CHECK_ERROR_MENTIONS("TIMEOUT");
-
-    /* Same client, another owner: the local queue keeps it out too. */
-    o.owner = "someone-else";
-    o.timeout_ms = 100;
-    CHECK_STATUS(fencelock_lock(a, name, &o, &lb), FENCELOCK_TIMEOUT);
-
-    /* Reentrancy: the same thread (the default owner) gets the same grant again. */
-    fencelock_lease *again = NULL;
-    CHECK_STATUS(fencelock_lock(a, name, NULL, &again), FENCELOCK_OK);
-    CHECK(fencelock_lease_fence(again) == t1);
-    CHECK_STATUS(fencelock_lease_release(again), FENCELOCK_OK);
-    fencelock_lease_free(again);
-    CHECK_STATUS(fencelock_try_lock(b, name, NULL, &lb), FENCELOCK_BUSY); /* still one hold left */
-
-    bool valid = false;
-    CHECK_STATUS(fencelock_lease_renew(la, 0), FENCELOCK_OK);
-    CHECK_STATUS(fencelock_lease_renew(la, 10000), FENCELOCK_OK);
-    CHECK_STATUS(fencelock_lease_is_valid(la, &valid), FENCELOCK_OK);
-    CHECK(valid);
-    CHECK_STATUS(fencelock_lease_release(la), FENCELOCK_OK);
-    CHECK_STATUS(fencelock_lease_is_valid(la, &valid), FENCELOCK_OK);
-    CHECK(!valid);
-    CHECK_STATUS(fencelock_lease_renew(la, 0), FENCELOCK_NOT_HELD);
-    CHECK(fencelock_lease_fence(la) == t1); /* readable after release */
-
-    o = fencelock_lock_options_default();
-    o.timeout_ms = 5000;
-    CHECK_STATUS(fencelock_lock(b, name, &o, &lb), FENCELOCK_OK);
-    uint64_t t2 = fencelock_lease_fence(lb);
-    CHECK(t2 > t1);
-
-    /* Fenced register: the newer token wins; the older one is rejected. */
-    fencelock_fence *f = NULL;
-    char resource[160];
-    snprintf(resource, sizeof resource, "%s-res", name);
-    CHECK_STATUS(fencelock_client_fence(a, resource, &f), FENCELOCK_OK);
-    uint64_t tok = 99;
-    uint8_t *val = (uint8_t *)1;
-    size_t len = 99;
-    CHECK_STATUS(fencelock_fence_read(f, &tok, &val, &len), FENCELOCK_OK);
-    CHECK(tok == 0 && val == NULL && len == 0);
-    CHECK_STATUS(fencelock_fence_write(f, t2, (const uint8_t *)"new", 3), FENCELOCK_OK);
-    CHECK_STATUS(fencelock_fence_write(f, t1, (const uint8_t *)"stale", 5), FENCELOCK_FENCED);
-    CHECK_ERROR_MENTIONS("FENCED");
-    CHECK_STATUS(fencelock_fence_read(f, &tok, &val, &len), FENCELOCK_OK);
-    CHECK(tok == t2 && len == 3 && val && memcmp(val, "new", 3) == 0);
-    fencelock_bytes_free(val, len);
-    CHECK_STATUS(fencelock_fence_write(f, t2, NULL, 0), FENCELOCK_OK); /* same token, empty value */
-    fencelock_fence_free(f);
-
-    CHECK_STATUS(fencelock_lease_release(lb), FENCELOCK_OK);
-    fencelock_lease_free(la);
-    fencelock_lease_free(lb);
-out:
-    fencelock_client_free(a);
-    fencelock_client_free(b);
+static bool failf(struct run *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->fail, sizeof r->fail, fmt, ap);
+    va_end(ap);
+    return false;
 }
 
-static atomic_int lost_calls;
-static atomic_int release_in_callback = -1;
-
-static void on_lost(void *user_data) {
-    atomic_fetch_add(&lost_calls, 1);
-    /* Blocking calls are refused on the runtime thread, with an error rather than a deadlock or panic. */
-    atomic_store(&release_in_callback, (int)fencelock_lease_release((const fencelock_lease *)user_data));
+static const char *status_name(fencelock_status s) {
+    static const char *names[] = {"OK",          "TIMEOUT",     "LOCK_LOST", "NOT_HELD",  "FENCED",   "UNAVAILABLE",
+                                  "INVALID_ARGUMENT", "UNSUPPORTED", "CLOSED", "CANCELLED", "INTERNAL", "BUSY"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
 }
 
-static void lost_callback(const char *url) {
-    fencelock_client *c = NULL;
-    CHECK_STATUS(fencelock_client_connect(url, &c), FENCELOCK_OK);
-    if (!c) return;
-    fencelock_lock_options o = fencelock_lock_options_default();
-    o.ttl_ms = 200;
-    o.watchdog = false; /* nobody renews: the lease is lost when its validity passes */
-    fencelock_lease *l = NULL;
-    CHECK_STATUS(fencelock_lock(c, unique("lost"), &o, &l), FENCELOCK_OK);
-    CHECK_STATUS(fencelock_lease_on_lost(l, on_lost, l), FENCELOCK_OK);
-    CHECK_STATUS(fencelock_lease_on_lost(l, NULL, NULL), FENCELOCK_INVALID_ARGUMENT);
-    for (int i = 0; i < 300 && atomic_load(&lost_calls) == 0; i++) usleep(10000);
-    usleep(50000);
-    CHECK(atomic_load(&lost_calls) == 1);
-    CHECK(atomic_load(&release_in_callback) == FENCELOCK_INTERNAL);
-    bool valid = true;
-    CHECK_STATUS(fencelock_lease_is_valid(l, &valid), FENCELOCK_OK);
-    CHECK(!valid);
-    CHECK_STATUS(fencelock_lease_renew(l, 0), FENCELOCK_LOCK_LOST);
-    /* Core's reason, whole or truncated on a boundary, and the same reason in the LOCK_LOST error. */
-    char reason[256] = "", tiny[4] = "xyz";
-    size_t len = 0;
-    CHECK_STATUS(fencelock_lease_lost_reason(l, reason, sizeof reason, &len), FENCELOCK_OK);
-    CHECK(len > 0 && strlen(reason) == len);
-    CHECK_ERROR_MENTIONS(reason);
-    CHECK_STATUS(fencelock_lease_lost_reason(l, tiny, sizeof tiny, &len), FENCELOCK_OK);
-    CHECK(strlen(tiny) <= 3 && strncmp(tiny, reason, strlen(tiny)) == 0);
-    /* Lost while held: the release says so (the refused release in the callback did not count). */
-    CHECK_STATUS(fencelock_lease_release(l), FENCELOCK_LOCK_LOST);
-    fencelock_lease_free(l);
-    fencelock_client_free(c);
+/* ---- the JSON fields of a step ---- */
+
+static const char *str(json_t *step, const char *key) { return json_string_value(json_object_get(step, key)); }
+static bool has(json_t *step, const char *key) { return json_object_get(step, key) != NULL; }
+static long long num(json_t *step, const char *key, long long dflt) {
+    json_t *v = json_object_get(step, key);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : dflt;
+}
+static bool is(json_t *step, const char *key, const char *want) {
+    const char *s = str(step, key);
+    return s && strcmp(s, want) == 0;
 }
 
-/* tests/conformance/secrets.json, as C runs it: each URL fails to connect (nothing listens on 127.0.0.1:1, or it is
- * malformed), and the last error names the host but never the secret. Keep the two tables alike. */
-static void secrets(void) {
-    static const struct {
-        const char *url, *secret, *host;
-    } table[] = {
-        {"etcd://root:pa/ss@127.0.0.1:1", "pa/ss", "127.0.0.1"},
-        {"etcd://root:pa/ss@127.0.0.1:1,127.0.0.1:2", "pa/ss", "127.0.0.1"},
-        {"redlock://u:p@ss@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "p@ss", "127.0.0.1"},
-        {"redlock://u:p@ss@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "ss@", "127.0.0.1"},
-        {"redlock://u:rl0ckpw@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/0?password=rl0ckq", "rl0ckpw", "127.0.0.1"},
-        {"redlock://u:rl0ckpw@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/0?password=rl0ckq", "rl0ckq", "127.0.0.1"},
-        {"redis+cluster://u:cl%40ster@127.0.0.1:1,127.0.0.1:2", "cl%40ster", "127.0.0.1"},
-        {"redis+cluster://u:cl%40ster@127.0.0.1:1,127.0.0.1:2", "cl@ster", "127.0.0.1"},
-        {"redis+cluster://u:clusterpw@127.0.0.1:1?password=clusterq", "clusterpw", "127.0.0.1"},
-        {"redis+cluster://u:clusterpw@127.0.0.1:1?password=clusterq", "clusterq", "127.0.0.1"},
-        {"redis://u:v6secret@[::1]:1", "v6secret", "[::1]"},
-        {"redis://u:p%40ss%2Fw0rd@127.0.0.1:1/0", "p%40ss%2Fw0rd", "127.0.0.1"},
-        {"redis://u:p%40ss%2Fw0rd@127.0.0.1:1/0", "p@ss/w0rd", "127.0.0.1"},
-        {"redis://127.0.0.1:1/0?password=qsecret1", "qsecret1", "127.0.0.1"},
-        {"redis://u:portsecret@127.0.0.1:99999", "portsecret", "127.0.0.1"},
-        {"zk://user:zkpassW@127.0.0.1:1/chroot", "zkpassW", "127.0.0.1"},
-        {"postgres://u:pgpass1@127.0.0.1:1/db?password=pgpass2&sslmode=disable", "pgpass1", "127.0.0.1"},
-        {"postgres://u:pgpass1@127.0.0.1:1/db?password=pgpass2&sslmode=disable", "pgpass2", "127.0.0.1"},
-        {"postgres://u:pg/pa@ss@127.0.0.1:1/db", "pg/pa@ss", ""},
-        {"postgres://u:pg/pa@ss@127.0.0.1:1/db", "pa@ss", ""},
-        {"mysql://u:my/pass@127.0.0.1:1/db", "my/pass", ""},
-        {"mysql://u:mysqlpw@127.0.0.1:1/db?password=mysqlq", "mysqlpw", "127.0.0.1"},
-        {"mysql://u:mysqlpw@127.0.0.1:1/db?password=mysqlq", "mysqlq", "127.0.0.1"},
-        {"bogus://u:bogussecret@127.0.0.1:1", "bogussecret", "bogus"},
-        {"u:noschemepw@127.0.0.1:1", "noschemepw", ""},
-        {"sqlite:/nonexistent-dir/fencelock/x.db?key=sqlitekey1", "sqlitekey1", "nonexistent-dir"},
-        {"etcd://root:etcdpw9@127.0.0.1:1?token=tok3n123", "etcdpw9", "127.0.0.1"},
-        {"etcd://root:etcdpw9@127.0.0.1:1?token=tok3n123", "tok3n123", "127.0.0.1"},
-        {"rediss://default:tlspass9@127.0.0.1:1", "tlspass9", "127.0.0.1"},
-    };
-    fencelock_client_options o = fencelock_client_options_default();
-    o.connect_timeout_ms = 300;
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        fencelock_client *c = (fencelock_client *)1;
-        CHECK(fencelock_client_connect_with(table[i].url, &o, &c) != FENCELOCK_OK);
-        CHECK(c == NULL);
-        if (strstr(fencelock_last_error(), table[i].secret) != NULL) {
-            fprintf(stderr, "FAIL %s: the error shows %s\n", table[i].url, table[i].secret);
+/* ---- the run's tables ---- */
+
+static void *find(struct named *items, int n, const char *id) {
+    for (int i = 0; i < n && id; i++)
+        if (strcmp(items[i].id, id) == 0) return items[i].ptr;
+    return NULL;
+}
+
+/* Stores `ptr` under `id`; returns what it replaces (the caller frees it), or NULL. */
+static void *put(struct named *items, int *n, const char *id, void *ptr) {
+    for (int i = 0; i < *n; i++) {
+        if (strcmp(items[i].id, id) == 0) {
+            void *old = items[i].ptr;
+            items[i].ptr = ptr;
+            return old;
         }
-        CHECK(strstr(fencelock_last_error(), table[i].secret) == NULL);
-        CHECK_ERROR_MENTIONS(table[i].host);
     }
-}
-
-static void bad_inputs(const char *url) {
-    fencelock_client *c = (fencelock_client *)1;
-    CHECK_STATUS(fencelock_client_connect("nonsense", &c), FENCELOCK_INVALID_ARGUMENT);
-    CHECK(c == NULL);
-    CHECK_ERROR_MENTIONS("scheme");
-    CHECK_STATUS(fencelock_client_connect("\xff\xfe", &c), FENCELOCK_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("url is not valid UTF-8");
-
-    CHECK_STATUS(fencelock_client_connect(url, &c), FENCELOCK_OK);
-    if (!c) return;
-    fencelock_lease *l = NULL;
-    CHECK_STATUS(fencelock_lock(c, "", NULL, &l), FENCELOCK_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("name is empty");
-    CHECK_STATUS(fencelock_try_lock(c, "bad\xc3", NULL, &l), FENCELOCK_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("name is not valid UTF-8");
-    char long_name[600];
-    memset(long_name, 'x', sizeof long_name - 1);
-    long_name[sizeof long_name - 1] = 0;
-    CHECK_STATUS(fencelock_lock(c, long_name, NULL, &l), FENCELOCK_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("599 bytes");
-
-    fencelock_lock_options o = fencelock_lock_options_default();
-    o.ttl_ms = 0;
-    CHECK_STATUS(fencelock_lock(c, "ok-name", &o, &l), FENCELOCK_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("ttl");
-    o.ttl_ms = 25ull * 3600 * 1000;
-    CHECK_STATUS(fencelock_lock(c, "ok-name", &o, &l), FENCELOCK_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("24 h");
-    o = fencelock_lock_options_default();
-    o.owner = "\x80";
-    CHECK_STATUS(fencelock_lock(c, "ok-name", &o, &l), FENCELOCK_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("owner");
-    CHECK(l == NULL);
-
-    fencelock_fence *f = NULL;
-    CHECK_STATUS(fencelock_client_fence(c, "", &f), FENCELOCK_OK); /* checked on use */
-    CHECK_STATUS(fencelock_fence_write(f, 1, (const uint8_t *)"x", 1), FENCELOCK_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("empty");
-    fencelock_fence_free(f);
-    CHECK_STATUS(fencelock_client_fence(c, "r", &f), FENCELOCK_OK);
-    CHECK_STATUS(fencelock_fence_write(f, 1, NULL, 4), FENCELOCK_INVALID_ARGUMENT);
-    CHECK_ERROR_MENTIONS("value is NULL but len is 4");
-    fencelock_fence_free(f);
-
-    /* Reading the last error does not clear it, and a successful call does not either. */
-    const char *msg = fencelock_last_error();
-    CHECK(strstr(msg, "len is 4") != NULL);
-    CHECK(strstr(fencelock_last_error(), "len is 4") != NULL);
-    CHECK_STATUS(fencelock_client_fence(c, "r", &f), FENCELOCK_OK);
-    CHECK(strstr(fencelock_last_error(), "len is 4") != NULL);
-    fencelock_fence_free(f);
-    fencelock_client_free(c);
-}
-
-static void unreachable(void) {
-    /* Port 1 on loopback: nothing listens there. Either connect or the first lock reports it. */
-    fencelock_client *c = NULL;
-    long long t0 = now_ms();
-    fencelock_status s = fencelock_client_connect("redis://127.0.0.1:1", &c);
-    if (s == FENCELOCK_OK) {
-        fencelock_lock_options o = fencelock_lock_options_default();
-        o.timeout_ms = 2000;
-        fencelock_lease *l = NULL;
-        s = fencelock_lock(c, "unreachable", &o, &l);
-        fencelock_lease_free(l);
+    if (*n == MAX_ITEMS) {
+        fprintf(stderr, "more than %d items in one scenario\n", MAX_ITEMS);
+        abort();
     }
-    CHECK(s == FENCELOCK_UNAVAILABLE);
-    CHECK_ERROR_MENTIONS("127.0.0.1:1");
-    CHECK(now_ms() - t0 < 15000);
-    fencelock_client_free(c);
+    snprintf(items[*n].id, sizeof items[*n].id, "%s", id);
+    items[(*n)++].ptr = ptr;
+    return NULL;
 }
 
-static void connect_timeout(void) {
-    /* A listener that never answers: the kernel completes the TCP handshake, the etcd handshake never comes. */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof addr;
-    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(fd, 8) == 0);
-    CHECK(getsockname(fd, (struct sockaddr *)&addr, &alen) == 0);
-    char url[64];
-    snprintf(url, sizeof url, "etcd://127.0.0.1:%d", ntohs(addr.sin_port));
-    fencelock_client_options o = fencelock_client_options_default();
-    CHECK(o.connect_timeout_ms == 5000 && o.request_timeout_ms == 5000);
-    o.connect_timeout_ms = 300;
-    fencelock_client *c = NULL;
-    long long t0 = now_ms();
-    CHECK_STATUS(fencelock_client_connect_with(url, &o, &c), FENCELOCK_UNAVAILABLE);
-    CHECK(c == NULL);
-    CHECK_ERROR_MENTIONS("fencelock_client_connect_with");
-    CHECK(now_ms() - t0 < 2500); /* the default would wait 5 s */
-    close(fd);
+static fencelock_client *client(struct run *r, json_t *step) {
+    return find(r->clients, r->n_clients, str(step, "client"));
+}
+static fencelock_lease *lease(struct run *r, json_t *step, const char *key) {
+    return find(r->leases, r->n_leases, str(step, key));
 }
 
-/* The wait order reaches the backend: SQLite's waiters race, so arrival order is refused there and nothing is left
- * held; Redis serves both orders; a zeroed field keeps the backend's default everywhere. */
-static void fair_option(const char *url) {
-    fencelock_client *c = NULL;
-    CHECK_STATUS(fencelock_client_connect(url, &c), FENCELOCK_OK);
-    if (!c) return;
-    fencelock_lease *l = NULL;
-    fencelock_lock_options o = fencelock_lock_options_default();
-    o.timeout_ms = 2000;
-    o.fair = 1;
-    if (strncmp(url, "sqlite:", 7) == 0) {
-        CHECK_STATUS(fencelock_lock(c, "fair", &o, &l), FENCELOCK_UNSUPPORTED);
-        CHECK_ERROR_MENTIONS("arrival order");
-        CHECK_STATUS(fencelock_try_lock(c, "fair", &o, &l), FENCELOCK_UNSUPPORTED);
-        CHECK(l == NULL);
-    } else if (strncmp(url, "redis://", 8) == 0) {
-        CHECK_STATUS(fencelock_lock(c, "fair", &o, &l), FENCELOCK_OK);
-        CHECK_STATUS(fencelock_lease_release(l), FENCELOCK_OK);
-        fencelock_lease_free(l);
-    }
-    o.fair = 0;
-    CHECK_STATUS(fencelock_lock(c, "fair", &o, &l), FENCELOCK_OK);
-    CHECK_STATUS(fencelock_lease_release(l), FENCELOCK_OK);
+static void drop_lease(fencelock_lease *l) {
+    if (!l) return;
+    fencelock_lease_release(l); /* released or lost already: nothing to release */
     fencelock_lease_free(l);
-    fencelock_client_free(c);
+}
+
+/* The kind of hold a lock step asks for: `kind` read, write or permit (of `permits`), else a mutex. */
+static struct hold hold_of(json_t *step) {
+    struct hold h = {K_MUTEX, 0};
+    const char *k = str(step, "kind");
+    if (!k) return h;
+    if (strcmp(k, "read") == 0) h.kind = K_READ;
+    else if (strcmp(k, "write") == 0) h.kind = K_WRITE;
+    else if (strcmp(k, "permit") == 0) {
+        h.kind = K_PERMIT;
+        h.permits = (uint32_t)num(step, "permits", 0);
+    } else {
+        fprintf(stderr, "unknown kind %s\n", k);
+        abort();
+    }
+    return h;
+}
+
+/* The name a step's label maps to (`<prefix>/<label>`), recorded with its kind for the clean check; `name_len` is a
+ * name of that many bytes; an empty label is passed as it is. The result is the caller's to free. */
+static char *name_of(struct run *r, json_t *step) {
+    if (has(step, "name_len")) {
+        size_t n = (size_t)num(step, "name_len", 0);
+        char *s = malloc(n + 1);
+        memset(s, 'n', n);
+        s[n] = 0;
+        return s;
+    }
+    json_t *v = json_object_get(step, "name");
+    const char *label = v ? json_string_value(v) : "L";
+    if (!*label) return strdup(label);
+    size_t len = strlen(r->prefix) + strlen(label) + 2;
+    char *name = malloc(len);
+    snprintf(name, len, "%s/%s", r->prefix, label);
+    struct hold h = is(step, "op", "lock") || is(step, "op", "try_lock") ? hold_of(step) : (struct hold){K_MUTEX, 0};
+    bool known = false;
+    for (int i = 0; i < r->n_names; i++) known |= strcmp(r->names[i].name, name) == 0;
+    if (!known && !(h.kind == K_PERMIT && h.permits == 0) && r->n_names < MAX_ITEMS) {
+        r->names[r->n_names].name = strdup(name);
+        r->names[r->n_names++].hold = h;
+    }
+    return name;
+}
+
+/* ---- acquiring ---- */
+
+static fencelock_status acquire(fencelock_client *c, const char *name, struct hold h, const fencelock_lock_options *o,
+                                bool once, fencelock_lease **out) {
+    switch (h.kind) {
+    case K_READ:
+    case K_WRITE: {
+        int mode = h.kind == K_READ ? FENCELOCK_READ : FENCELOCK_WRITE;
+        return once ? fencelock_try_rw_lock(c, name, mode, o, out) : fencelock_rw_lock(c, name, mode, o, out);
+    }
+    case K_PERMIT:
+        return once ? fencelock_semaphore_try_acquire(c, name, h.permits, o, out)
+                    : fencelock_semaphore_acquire(c, name, h.permits, o, out);
+    default:
+        return once ? fencelock_try_lock(c, name, o, out) : fencelock_lock(c, name, o, out);
+    }
+}
+
+static atomic_long next_owner;
+
+/* The step's options. A call without `owner` gets one of its own, as the other runners' calls do (C's NULL owner
+ * would be the calling thread, making two ownerless calls of one thread reentrant). `*owner` is the caller's. */
+static fencelock_lock_options options(json_t *step, char **owner) {
+    fencelock_lock_options o = fencelock_lock_options_default();
+    o.ttl_ms = (uint64_t)num(step, "ttl_ms", 30000);
+    if (has(step, "timeout_ms")) o.timeout_ms = (uint64_t)num(step, "timeout_ms", 0);
+    if (has(step, "watchdog")) o.watchdog = json_is_true(json_object_get(step, "watchdog"));
+    if (has(step, "fair")) o.fair = json_is_true(json_object_get(step, "fair")) ? 1 : -1;
+    if (str(step, "owner")) {
+        *owner = strdup(str(step, "owner"));
+    } else {
+        *owner = malloc(48);
+        snprintf(*owner, 48, "call-%d-%ld", (int)getpid(), atomic_fetch_add(&next_owner, 1));
+    }
+    o.owner = *owner;
+    return o;
+}
+
+static void *task_main(void *arg) {
+    struct task *t = arg;
+    t->status = acquire(t->client, t->name, t->hold, &t->opts, t->once, &t->lease);
+    if (t->status != FENCELOCK_OK) snprintf(t->error, sizeof t->error, "%s", fencelock_last_error());
+    return NULL;
+}
+
+/* Checks an acquire's outcome against the step (`expect`, `min_elapsed_ms`) and keeps the lease `as`. */
+static bool settle(struct run *r, json_t *step, fencelock_status s, fencelock_lease *l, const char *error,
+                   long long started) {
+    if (s != FENCELOCK_OK && s != FENCELOCK_BUSY) {
+        r->status = s;
+        snprintf(r->message, sizeof r->message, "%s", error);
+        return true;
+    }
+    bool busy_expected = is(step, "expect", "busy");
+    if (l && busy_expected) {
+        drop_lease(l);
+        return failf(r, "acquired, expected busy");
+    }
+    if (!l && !busy_expected) return failf(r, "busy, expected to acquire (%s)", error);
+    if (!l) return true;
+    long long elapsed = now_us() - started;
+    if (has(step, "min_elapsed_ms") && elapsed < num(step, "min_elapsed_ms", 0) * 1000) {
+        drop_lease(l);
+        return failf(r, "acquired after %.3f ms, sooner than %lld ms", elapsed / 1000.0, num(step, "min_elapsed_ms", 0));
+    }
+    if (str(step, "as")) {
+        drop_lease(put(r->leases, &r->n_leases, str(step, "as"), l));
+    } else {
+        fencelock_status rs = fencelock_lease_release(l);
+        fencelock_lease_free(l);
+        if (rs != FENCELOCK_OK) return failf(r, "release failed: %s", fencelock_last_error());
+    }
+    return true;
+}
+
+/* ---- the lost signal: fencelock_lease_on_lost sets a flag of its own and wakes the waiter ---- */
+
+static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t lost_cv = PTHREAD_COND_INITIALIZER;
+/* Static, so a callback that runs late never touches freed memory. */
+static bool lost_fired[MAX_WATCHES];
+static atomic_int next_watch;
+
+static void on_lost(void *flag) {
+    pthread_mutex_lock(&lost_mu);
+    *(bool *)flag = true;
+    pthread_cond_broadcast(&lost_cv);
+    pthread_mutex_unlock(&lost_mu);
+}
+
+static bool wait_lost(struct run *r, fencelock_lease *l, long long within) {
+    int i = atomic_fetch_add(&next_watch, 1);
+    if (i >= MAX_WATCHES) return failf(r, "more than %d expect_lost steps", MAX_WATCHES);
+    if (fencelock_lease_on_lost(l, on_lost, &lost_fired[i]) != FENCELOCK_OK)
+        return failf(r, "on_lost: %s", fencelock_last_error());
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += within / 1000;
+    deadline.tv_nsec += (within % 1000) * 1000000;
+    if (deadline.tv_nsec >= 1000000000) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&lost_mu);
+    int rc = 0;
+    while (!lost_fired[i] && rc == 0) rc = pthread_cond_timedwait(&lost_cv, &lost_mu, &deadline);
+    bool fired = lost_fired[i];
+    pthread_mutex_unlock(&lost_mu);
+    if (!fired) return failf(r, "lost did not fire within %lld ms", within);
+    return true;
+}
+
+/* ---- the steps ---- */
+
+static void error_outcome(struct run *r, fencelock_status s) {
+    r->status = s;
+    if (s != FENCELOCK_OK) snprintf(r->message, sizeof r->message, "%s", fencelock_last_error());
+}
+
+/* Runs the step's operation: false when it failed an expectation of its own (r->fail); its status in r->status. */
+static bool op(struct run *r, json_t *step, const char *opname, long long started) {
+    if (strcmp(opname, "connect") == 0) {
+        const char *u = str(step, "url") ? str(step, "url") : r->url;
+        if (strcmp(u, "$UNREACHABLE") == 0) u = r->unreachable;
+        fencelock_client_options o = fencelock_client_options_default();
+        if (has(step, "connect_timeout_ms")) o.connect_timeout_ms = (uint64_t)num(step, "connect_timeout_ms", 0);
+        fencelock_client *c = NULL;
+        error_outcome(r, fencelock_client_connect_with(u, &o, &c));
+        if (c) fencelock_client_free(put(r->clients, &r->n_clients, str(step, "client"), c));
+        return true;
+    }
+    if (strcmp(opname, "close") == 0) {
+        error_outcome(r, fencelock_client_close(client(r, step)));
+        return true;
+    }
+    if (strcmp(opname, "lock") == 0 || strcmp(opname, "try_lock") == 0) {
+        char *name = name_of(r, step);
+        char *owner = NULL;
+        fencelock_lock_options o = options(step, &owner);
+        bool once = strcmp(opname, "try_lock") == 0;
+        if (str(step, "spawn")) {
+            if (r->n_tasks == MAX_ITEMS) abort();
+            struct task *t = calloc(1, sizeof *t);
+            snprintf(t->id, sizeof t->id, "%s", str(step, "spawn"));
+            t->client = client(r, step);
+            t->name = name;
+            t->owner = owner;
+            t->hold = hold_of(step);
+            t->opts = o;
+            t->once = once;
+            r->tasks[r->n_tasks++] = t;
+            t->started = pthread_create(&t->thread, NULL, task_main, t) == 0;
+            return t->started || failf(r, "pthread_create failed");
+        }
+        fencelock_lease *l = NULL;
+        fencelock_status s = acquire(client(r, step), name, hold_of(step), &o, once, &l);
+        char error[1024];
+        snprintf(error, sizeof error, "%s", s == FENCELOCK_OK ? "" : fencelock_last_error());
+        free(name);
+        free(owner);
+        return settle(r, step, s, l, error, started);
+    }
+    if (strcmp(opname, "join") == 0) {
+        struct task *t = NULL;
+        for (int i = 0; i < r->n_tasks; i++)
+            if (!r->tasks[i]->joined && strcmp(r->tasks[i]->id, str(step, "task")) == 0) t = r->tasks[i];
+        if (!t || !t->started) return failf(r, "join of a task never spawned");
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += STEP_BOUND_MS / 1000;
+        if (pthread_timedjoin_np(t->thread, NULL, &deadline) != 0)
+            return failf(r, "the spawned acquire did not finish within %d ms", STEP_BOUND_MS);
+        t->joined = true;
+        fencelock_lease *l = t->lease;
+        t->lease = NULL;
+        return settle(r, step, t->status, l, t->error, started);
+    }
+    if (strcmp(opname, "expect_slot") == 0) {
+        int64_t mine = fencelock_lease_slot(lease(r, step, "lease"));
+        if (mine < 0) return failf(r, "lease %s has no slot", str(step, "lease"));
+        if (str(step, "eq") && mine != fencelock_lease_slot(lease(r, step, "eq")))
+            return failf(r, "slot %lld is not the slot of %s", (long long)mine, str(step, "eq"));
+        if (str(step, "ne") && mine == fencelock_lease_slot(lease(r, step, "ne")))
+            return failf(r, "slot %lld is also the slot of %s", (long long)mine, str(step, "ne"));
+        if (has(step, "below") && mine >= num(step, "below", 0))
+            return failf(r, "slot %lld is not below %lld", (long long)mine, num(step, "below", 0));
+        return true;
+    }
+    if (strcmp(opname, "expect_available") == 0) {
+        char *name = name_of(r, step);
+        uint32_t n = 0;
+        error_outcome(r, fencelock_semaphore_available(client(r, step), name, (uint32_t)num(step, "permits", 0), &n));
+        free(name);
+        if (r->status == FENCELOCK_OK && has(step, "count") && n != num(step, "count", 0))
+            return failf(r, "%u permits available, expected %lld", n, num(step, "count", 0));
+        return true;
+    }
+    if (strcmp(opname, "release") == 0) {
+        error_outcome(r, fencelock_lease_release(lease(r, step, "lease")));
+        return true;
+    }
+    if (strcmp(opname, "renew") == 0) {
+        fencelock_lease *l = lease(r, step, "lease");
+        error_outcome(r, fencelock_lease_renew(l, (uint64_t)num(step, "ttl_ms", 0)));
+        uint64_t left = fencelock_lease_remaining_ms(l);
+        if (r->status == FENCELOCK_OK && has(step, "min_remaining_ms") && left < (uint64_t)num(step, "min_remaining_ms", 0))
+            return failf(r, "remaining %llu ms < %lld ms after renew", (unsigned long long)left,
+                         num(step, "min_remaining_ms", 0));
+        return true;
+    }
+    if (strcmp(opname, "expect_token") == 0) {
+        uint64_t a = fencelock_lease_fence(lease(r, step, "lease"));
+        bool gt = has(step, "gt");
+        uint64_t b = fencelock_lease_fence(lease(r, step, gt ? "gt" : "eq"));
+        if (gt ? a <= b : a != b)
+            return failf(r, "token %llu is not %s %llu", (unsigned long long)a, gt ? "gt" : "eq", (unsigned long long)b);
+        return true;
+    }
+    if (strcmp(opname, "pause") == 0) {
+        usleep((useconds_t)num(step, "ms", 0) * 1000); /* the subject of the step: letting TTLs and watchdogs run */
+        return true;
+    }
+    if (strcmp(opname, "expect_lost") == 0) return wait_lost(r, lease(r, step, "lease"), num(step, "within_ms", 0));
+    if (strcmp(opname, "expect_not_lost") == 0) {
+        fencelock_lease *l = lease(r, step, "lease");
+        bool valid = false;
+        fencelock_lease_is_valid(l, &valid);
+        if (fencelock_lease_is_lost(l) || !valid)
+            return failf(r, "lease lost=%d valid=%d", fencelock_lease_is_lost(l), valid);
+        return true;
+    }
+    if (strcmp(opname, "force_release") == 0) {
+        char *name = name_of(r, step);
+        bool deleted = false;
+        error_outcome(r, fencelock_client_force_release(client(r, step), name, &deleted));
+        free(name);
+        return true;
+    }
+    if (strcmp(opname, "expect_free") == 0 || strcmp(opname, "expect_held") == 0) {
+        char *name = name_of(r, step);
+        bool held = false;
+        char *holder = NULL;
+        fencelock_status s = fencelock_client_inspect(client(r, step), name, &held, &holder);
+        free(name);
+        bool ok = s == FENCELOCK_OK && held == (strcmp(opname, "expect_held") == 0);
+        if (!ok) failf(r, "%s: %s", opname, s == FENCELOCK_OK ? (holder ? holder : "free") : fencelock_last_error());
+        fencelock_string_free(holder);
+        return ok;
+    }
+    if (strcmp(opname, "fence_write") == 0 || strcmp(opname, "fence_read") == 0) {
+        char resource[512];
+        snprintf(resource, sizeof resource, "%s/%s", r->prefix, str(step, "resource"));
+        uint64_t token = str(step, "token_of") ? fencelock_lease_fence(lease(r, step, "token_of"))
+                                               : (uint64_t)num(step, "token", 0);
+        const char *value = str(step, "value") ? str(step, "value") : "";
+        size_t vlen = strlen(value);
+        fencelock_fence *f = NULL;
+        error_outcome(r, fencelock_client_fence(client(r, step), resource, &f));
+        if (r->status != FENCELOCK_OK) return true;
+        bool ok = true;
+        if (strcmp(opname, "fence_write") == 0) {
+            error_outcome(r, fencelock_fence_write(f, token, (const uint8_t *)value, vlen));
+        } else {
+            uint64_t got = 0;
+            uint8_t *bytes = NULL;
+            size_t len = 0;
+            error_outcome(r, fencelock_fence_read(f, &got, &bytes, &len));
+            if (r->status == FENCELOCK_OK && (got != token || len != vlen || (len && memcmp(bytes, value, len) != 0)))
+                ok = failf(r, "read (%llu, %.*s), expected (%llu, %s)", (unsigned long long)got, (int)len,
+                           bytes ? (const char *)bytes : "", (unsigned long long)token, value);
+            fencelock_bytes_free(bytes, len);
+        }
+        fencelock_fence_free(f);
+        return ok;
+    }
+    fprintf(stderr, "unknown op %s\n", opname);
+    abort();
+}
+
+/* Whether `kind` is among the step's `expect_error` (a kind or a list); *any: whether it names one at all. */
+static bool expected(json_t *step, const char *kind, bool *any) {
+    json_t *want = json_object_get(step, "expect_error");
+    *any = want != NULL;
+    if (json_is_string(want)) return strcmp(json_string_value(want), kind) == 0;
+    size_t i;
+    json_t *k;
+    json_array_foreach(want, i, k) if (strcmp(json_string_value(k), kind) == 0) return true;
+    return false;
+}
+
+/* `mentions` must be in the error, no `not_mentions` anywhere in it (C shows only its last error). */
+static bool check_mentions(struct run *r, json_t *step) {
+    size_t i;
+    json_t *w;
+    json_array_foreach(json_object_get(step, "mentions"), i, w) {
+        if (!strstr(r->message, json_string_value(w)))
+            return failf(r, "the error does not mention %s: %s", json_string_value(w), r->message);
+    }
+    json_array_foreach(json_object_get(step, "not_mentions"), i, w) {
+        if (strstr(r->message, json_string_value(w)))
+            return failf(r, "the error mentions %s: %s", json_string_value(w), r->message);
+    }
+    return true;
+}
+
+static bool step_once(struct run *r, json_t *step) {
+    const char *opname = str(step, "op");
+    if (strcmp(opname, "connect") == 0 && is(step, "url", "$UNREACHABLE") && !r->unreachable)
+        return true; /* this backend has no such address (memory://) */
+    r->status = FENCELOCK_OK;
+    r->message[0] = 0;
+    long long started = now_us();
+    if (!op(r, step, opname, started)) return false;
+    long long elapsed = now_us() - started;
+    if (has(step, "within_ms") && strcmp(opname, "expect_lost") != 0 && elapsed > num(step, "within_ms", 0) * 1000)
+        return failf(r, "took %.3f ms, more than %lld ms", elapsed / 1000.0, num(step, "within_ms", 0));
+    bool any = false;
+    bool listed = expected(step, status_name(r->status), &any);
+    if (r->status != FENCELOCK_OK && !any) return failf(r, "failed: %s", r->message);
+    if (r->status != FENCELOCK_OK && listed) return check_mentions(r, step);
+    if (!any) return true;
+    char *want = json_dumps(json_object_get(step, "expect_error"), JSON_ENCODE_ANY);
+    if (r->status == FENCELOCK_OK) failf(r, "succeeded, expected %s", want);
+    else failf(r, "failed with %s, expected %s", r->message, want);
+    free(want);
+    return false;
+}
+
+/* Runs one step, again and again within `eventually_ms` until it meets its expectations. */
+static bool step(struct run *r, json_t *step) {
+    if (!has(step, "eventually_ms")) return step_once(r, step);
+    long long bound = num(step, "eventually_ms", 0), deadline = now_ms() + bound;
+    while (!step_once(r, step)) {
+        if (now_ms() >= deadline) {
+            char *why = strdup(r->fail);
+            failf(r, "not within %lld ms: %s", bound, why);
+            free(why);
+            return false;
+        }
+        usleep(20 * 1000); /* a bounded retry for a state another task reaches (a spawned writer now waiting) */
+    }
+    return true;
+}
+
+/* Per kind: a mutex is free, a read-write lock gives its write lock, a semaphore has every permit. */
+static bool check_free(struct run *r, fencelock_client *checker, const char *name, struct hold h) {
+    if (h.kind == K_READ || h.kind == K_WRITE) {
+        fencelock_lease *w = NULL;
+        fencelock_status s = fencelock_try_rw_lock(checker, name, FENCELOCK_WRITE, NULL, &w);
+        drop_lease(w);
+        if (s == FENCELOCK_BUSY) return failf(r, "read-write lock %s left held", name);
+        if (s != FENCELOCK_OK && s != FENCELOCK_UNSUPPORTED) return failf(r, "%s", fencelock_last_error());
+    } else if (h.kind == K_PERMIT) {
+        uint32_t n = 0;
+        fencelock_status s = fencelock_semaphore_available(checker, name, h.permits, &n);
+        if (s == FENCELOCK_OK && n != h.permits) return failf(r, "semaphore %s left %u of %u", name, n, h.permits);
+        if (s != FENCELOCK_OK && s != FENCELOCK_UNSUPPORTED && s != FENCELOCK_INVALID_ARGUMENT)
+            return failf(r, "%s", fencelock_last_error());
+    } else {
+        bool held = false;
+        char *holder = NULL;
+        fencelock_status s = fencelock_client_inspect(checker, name, &held, &holder);
+        bool ok = s == FENCELOCK_OK && !held;
+        if (!ok) failf(r, "%s left held by %s", name, s == FENCELOCK_OK ? holder : fencelock_last_error());
+        fencelock_string_free(holder);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+/* After the scenario: nothing may be left held, locally or on the backend. */
+static bool check_clean(struct run *r) {
+    for (int i = 0; i < r->n_leases; i++) fencelock_lease_release(r->leases[i].ptr);
+    fencelock_client *checker = NULL;
+    if (fencelock_client_connect(r->url, &checker) != FENCELOCK_OK)
+        return failf(r, "the checker cannot connect: %s", fencelock_last_error());
+    bool ok = true;
+    for (int i = 0; i < r->n_clients && ok; i++) {
+        size_t n = 0;
+        fencelock_client_local_entries(r->clients[i].ptr, &n);
+        if (n) ok = failf(r, "%zu local queue entries left on client %s", n, r->clients[i].id);
+    }
+    for (int i = 0; i < r->n_names && ok; i++) ok = check_free(r, checker, r->names[i].name, r->names[i].hold);
+    fencelock_client_close(checker);
+    fencelock_client_free(checker);
+    return ok;
+}
+
+/* Frees everything: closing the clients ends the waits of tasks never joined. */
+static void finish(struct run *r) {
+    for (int i = 0; i < r->n_leases; i++) drop_lease(r->leases[i].ptr);
+    for (int i = 0; i < r->n_clients; i++) fencelock_client_close(r->clients[i].ptr);
+    for (int i = 0; i < r->n_tasks; i++) {
+        struct task *t = r->tasks[i];
+        if (t->started && !t->joined) pthread_join(t->thread, NULL);
+        drop_lease(t->lease);
+        free(t->name);
+        free(t->owner);
+        free(t);
+    }
+    for (int i = 0; i < r->n_clients; i++) fencelock_client_free(r->clients[i].ptr);
+    for (int i = 0; i < r->n_names; i++) free(r->names[i].name);
+}
+
+/* ---- scenarios and capabilities ---- */
+
+static bool has_flag(const fencelock_capability *c, const char *flag) {
+    if (strcmp(flag, "fencing") == 0) return c->fencing;
+    if (strcmp(flag, "native_wait") == 0) return c->native_wait;
+    if (strcmp(flag, "fair") == 0) return c->fair;
+    if (strcmp(flag, "session_bound") == 0) return c->session_bound;
+    if (strcmp(flag, "rw_lock") == 0) return c->rw_lock;
+    if (strcmp(flag, "semaphore") == 0) return c->semaphore;
+    fprintf(stderr, "unknown capability %s\n", flag);
+    abort();
+}
+
+static bool applies(json_t *sc, const fencelock_capability *caps) {
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(sc, "unless"), i, f) if (has_flag(caps, json_string_value(f))) return false;
+    json_array_foreach(json_object_get(sc, "requires"), i, f) if (!has_flag(caps, json_string_value(f))) return false;
+    return true;
+}
+
+static int json_file(const struct dirent *e) {
+    size_t n = strlen(e->d_name);
+    return n > 5 && strcmp(e->d_name + n - 5, ".json") == 0;
+}
+
+/* A label with a NUL inside: C cannot pass it (the NUL ends the C string), so its step does not apply here. */
+static bool nul_inside(json_t *label) {
+    return json_is_string(label) && json_string_length(label) != strlen(json_string_value(label));
+}
+
+/* Runs one scenario: NULL when it passed, else why not (static). */
+static const char *run_scenario(json_t *sc, const char *url, const char *unreachable) {
+    static struct run r;
+    memset(&r, 0, sizeof r);
+    r.url = url;
+    r.unreachable = unreachable;
+    snprintf(r.prefix, sizeof r.prefix, "c-%d-%lld/conformance/%s", (int)getpid(), now_ms(),
+             str(sc, "name"));
+    bool ok = true;
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(sc, "steps"), i, s) {
+        char *text = json_dumps(s, JSON_COMPACT);
+        if (!has(s, "name_len") && nul_inside(json_object_get(s, "name"))) {
+            printf("  %s step %zu %s: skipped (a NUL inside a C string ends it)\n", str(sc, "name"), i + 1, text);
+        } else if (!step(&r, s)) {
+            char *why = strdup(r.fail);
+            failf(&r, "step %zu %s: %s", i + 1, text, why);
+            free(why);
+            ok = false;
+        }
+        free(text);
+        if (!ok) break;
+    }
+    if (ok) ok = check_clean(&r);
+    finish(&r);
+    return ok ? NULL : r.fail;
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s URL\n", argv[0]);
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s DIR LABEL URL [UNREACHABLE]\n", argv[0]);
         return 2;
     }
-    exclusion_timeout_and_tokens(argv[1]);
-    lost_callback(argv[1]);
-    bad_inputs(argv[1]);
-    fair_option(argv[1]);
-    secrets();
-    unreachable();
-    connect_timeout();
-    char suite[256];
-    snprintf(suite, sizeof suite, "conformance %s", argv[1]);
-    return report(suite);
+    const char *dir = argv[1], *label = argv[2], *url = argv[3], *unreachable = argc > 4 ? argv[4] : NULL;
+    fencelock_client *probe = NULL;
+    fencelock_capability caps;
+    if (fencelock_client_connect(url, &probe) != FENCELOCK_OK ||
+        fencelock_client_capability(probe, &caps) != FENCELOCK_OK) {
+        fprintf(stderr, "%s: cannot connect to %s: %s\n", label, url, fencelock_last_error());
+        fencelock_client_free(probe);
+        return 1;
+    }
+    fencelock_client_free(probe);
+    struct dirent **files = NULL;
+    int n = scandir(dir, &files, json_file, alphasort);
+    if (n <= 0) {
+        fprintf(stderr, "no scenarios in %s\n", dir);
+        return 1;
+    }
+    int passed = 0, failed = 0;
+    char row[8192] = "";
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]->d_name);
+        free(files[i]);
+        json_error_t err;
+        json_t *sc = json_load_file(path, JSON_ALLOW_NUL, &err); /* bad_input.json has a name with a NUL */
+        if (!sc || !str(sc, "name") || !json_is_array(json_object_get(sc, "steps"))) {
+            fprintf(stderr, "FAIL %s: line %d: %s\n", path, err.line, sc ? "no name or steps" : err.text);
+            json_decref(sc);
+            failed++;
+            continue;
+        }
+        const char *result = "skip";
+        if (applies(sc, &caps)) {
+            const char *why = run_scenario(sc, url, unreachable);
+            result = why ? "FAIL" : "pass";
+            if (why) fprintf(stderr, "FAIL %s/%s: %s\n", label, str(sc, "name"), why);
+            why ? failed++ : passed++;
+        }
+        size_t used = strlen(row);
+        snprintf(row + used, sizeof row - used, " %s=%s", str(sc, "name"), result);
+        json_decref(sc);
+    }
+    free(files);
+    printf("conformance matrix row: c × %s:%s\n", label, row);
+    printf("conformance %s: %d passed, %d failed\n", label, passed, failed);
+    return failed > 100 ? 100 : failed;
 }
