@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The faults stage: the Jepsen-style safety suite (tests/faults/README.md). One `ci` run per backend and one `canary`
-# run, each in a private network namespace of its own with its own servers; fails if any run fails an assertion.
+# run, each in a private network namespace of its own with its own servers; fails if any run fails an assertion. Then
+# the rwlock and semaphore workloads in ci on Redis, etcd, PostgreSQL and ZooKeeper (FENCELOCK_FAULTS_WORKLOAD_BACKENDS).
 #
 #   tests/faults/run.sh                    every backend, a random seed (printed; FENCELOCK_FAULTS_SEED=N to repeat)
 #   FENCELOCK_FAULTS_BACKENDS="redis zk" tests/faults/run.sh
@@ -20,6 +21,9 @@ readonly BACKENDS=${FENCELOCK_FAULTS_BACKENDS:-redis redis-sentinel redlock etcd
 readonly LANGS=${FENCELOCK_FAULTS_LANGS:-rust,python,node}
 readonly NO_GO=${FENCELOCK_FAULTS_NO_GO:-0}
 readonly SEED=${FENCELOCK_FAULTS_SEED:-$((RANDOM * 32768 + RANDOM))}
+# The read-write lock and semaphore workloads (ci, no Go worker: etcd's lock API has neither). A backend whose
+# capability() lacks the primitive is skipped by locktest with its reason, so ZooKeeper runs them once it claims them.
+readonly WORKLOAD_BACKENDS=${FENCELOCK_FAULTS_WORKLOAD_BACKENDS:-redis etcd postgres zk}
 
 log() { printf 'faults: %s\n' "$*" >&2; }
 die() {
@@ -80,6 +84,18 @@ main() {
         if ! "$LOCKTEST" run --backend "$b" --profile ci --seed "$SEED" "${args[@]}"; then failed+=("$b ci"); fi
         runs+=("target/faults/$b-ci-$SEED")
         log "$b ci: $((SECONDS - t0))s"
+    done
+    local w
+    for b in $WORKLOAD_BACKENDS; do
+        for w in rwlock semaphore; do
+            t0=$SECONDS
+            if ! "$LOCKTEST" run --backend "$b" --profile ci --seed "$SEED" --workload "$w" --langs "$LANGS" --no-go; then
+                failed+=("$b $w ci")
+            fi
+            # No report when the backend lacks the primitive (locktest said so).
+            [[ ! -e target/faults/$b-$w-ci-$SEED/report.json ]] || runs+=("target/faults/$b-$w-ci-$SEED")
+            log "$b $w ci: $((SECONDS - t0))s"
+        done
     done
     # The canary: client pauses only; it fails unless the faults make an unfenced resource go wrong.
     t0=$SECONDS

@@ -22,6 +22,21 @@ pub struct Session {
     /// release (a client whose clock was slow learns it there, before its watchdog does).
     pub t_notify: Option<u64>,
     pub t_lost_event: Option<u64>,
+    /// `read`, `write` or `permit` in the rw and semaphore workloads; none for the mutex.
+    pub hold: Option<String>,
+    /// A permit's semaphore slot.
+    pub slot: Option<u32>,
+}
+
+impl Session {
+    fn is_read(&self) -> bool {
+        self.hold.as_deref() == Some("read")
+    }
+}
+
+/// Whether two holds exclude each other: any two of a mutex, a writer with anyone, two permits of one slot.
+fn conflicts(a: &Session, b: &Session) -> bool {
+    !(a.is_read() && b.is_read()) && a.slot == b.slot
 }
 
 #[derive(Debug, Default, Serialize, Deserialize, Clone)]
@@ -95,6 +110,23 @@ pub struct Report {
     /// Of those, the ones where the older holder still got a fenced op accepted after the newer one was granted.
     pub failover_unfenced: u64,
     pub failover_examples: Vec<String>,
+    /// `mutex`, `rwlock` or `semaphore` (from the run's label), and the semaphore's permits.
+    pub workload: String,
+    pub permits: Option<u32>,
+    /// rwlock: pairs of sessions whose fenced-accepted operations interleave, one of them a writer.
+    pub rw_writer_overlaps: u64,
+    /// rwlock: readers whose two fenced-accepted reads saw different values (a write inside a read hold).
+    pub rw_reads_changed: u64,
+    /// semaphore: the most sessions whose fenced-accepted operations (on any slot) spanned one moment, and how many
+    /// times that exceeded the permits.
+    pub permit_holders_max: u64,
+    pub permit_holders_over: u64,
+    /// semaphore: pairs of sessions of one slot whose fenced-accepted operations interleave.
+    pub slot_overlaps: u64,
+    /// semaphore: permits granted with no slot or one ≥ the permits.
+    pub slot_out_of_range: u64,
+    /// The most sessions that believed they held at once (measured: a paused holder believes past its lease).
+    pub believed_holders_max: u64,
     pub canary: bool,
     pub failures: Vec<String>,
 }
@@ -190,6 +222,8 @@ pub fn sessions(h: &[Event]) -> Vec<Session> {
                     t_end: t_let_go,
                     t_let_go,
                     killed: t_kill.is_some(),
+                    hold: e.hold.clone(),
+                    slot: e.slot,
                     ..Session::default()
                 });
             }
@@ -226,12 +260,74 @@ pub fn unfenced_violations(h: &[Event]) -> i64 {
     policy(&ops, 1).total()
 }
 
+/// The register a referee op went to (one per semaphore slot; the mutex and rw workloads have one).
+fn key(e: &Event) -> &str {
+    e.detail.as_deref().unwrap_or("")
+}
+
+/// A session's span of accepted operations on one register under a policy: first and last op index, and whether
+/// the session was a reader.
+#[derive(Debug, Clone)]
+struct Span {
+    from: usize,
+    to: usize,
+    read: bool,
+}
+
+/// The spans per register under policy `p`, each register's sorted by start.
+fn spans<'a>(ops: &[&'a Event], p: usize) -> BTreeMap<&'a str, Vec<Span>> {
+    let mut by: BTreeMap<(&str, &str), Span> = BTreeMap::new();
+    for (i, e) in ops.iter().enumerate().filter(|(_, e)| e.ok.is_some_and(|ok| ok[p])) {
+        let session = e.session.as_deref().unwrap_or("");
+        let read = e.hold.as_deref() == Some("read");
+        by.entry((key(e), session)).or_insert(Span { from: i, to: i, read }).to = i;
+    }
+    let mut out: BTreeMap<&str, Vec<Span>> = BTreeMap::new();
+    for ((k, _), sp) in by {
+        out.entry(k).or_default().push(sp);
+    }
+    for v in out.values_mut() {
+        v.sort_by_key(|s| s.from);
+    }
+    out
+}
+
+/// The pairs of spans on one register that interleave, two readers excepted (they share a run's token).
+fn interleaving(spans: &[Span]) -> Vec<(&Span, &Span)> {
+    let mut out = Vec::new();
+    for (a, sa) in spans.iter().enumerate() {
+        for sb in spans[a + 1..].iter().take_while(|sb| sb.from < sa.to) {
+            if !(sa.read && sb.read) {
+                out.push((sa, sb));
+            }
+        }
+    }
+    out
+}
+
+/// The figures of policy `p`, summed over the registers.
 fn policy(ops: &[&Event], p: usize) -> PolicyFigures {
     let mut f = PolicyFigures::default();
-    let mut spans: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut keys: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
+    for e in ops {
+        keys.entry(key(e)).or_default().push(e);
+    }
+    for reg in keys.values() {
+        let g = register(reg, p);
+        f.stale_accepted += g.stale_accepted;
+        f.accepted_writes += g.accepted_writes;
+        f.lost_updates += g.lost_updates;
+    }
+    f.interleave = spans(ops, p).values().map(|v| interleaving(v).len() as u64).sum();
+    f
+}
+
+/// Stale acceptances, accepted writes and lost updates of one register.
+fn register(ops: &[&Event], p: usize) -> PolicyFigures {
+    let mut f = PolicyFigures::default();
     let mut max_token = 0u64;
     let mut final_value = 0i64;
-    for (i, e) in ops.iter().enumerate() {
+    for e in ops {
         let ok = e.ok.is_some_and(|ok| ok[p]);
         if let Some(after) = e.after {
             final_value = after[p];
@@ -247,13 +343,6 @@ fn policy(ops: &[&Event], p: usize) -> PolicyFigures {
         if e.f.as_deref() == Some("write") {
             f.accepted_writes += 1;
         }
-        let span = spans.entry(e.session.as_deref().unwrap_or("")).or_insert((i, i));
-        span.1 = i;
-    }
-    let mut spans: Vec<(usize, usize)> = spans.into_values().collect();
-    spans.sort();
-    for (a, sa) in spans.iter().enumerate() {
-        f.interleave += spans[a + 1..].iter().take_while(|sb| sb.0 < sa.1).count() as u64;
     }
     f.lost_updates = f.accepted_writes as i64 - final_value;
     f
@@ -304,7 +393,7 @@ pub fn check(h: &[Event], canary: bool) -> Report {
     let mut overlaps: Vec<(&Session, &Session)> = Vec::new();
     for (a, sa) in by_ok.iter().enumerate() {
         for sb in by_ok[a + 1..].iter().take_while(|sb| sb.t_ok < sa.t_end) {
-            if sb.t_ok < sb.t_end {
+            if sb.t_ok < sb.t_end && conflicts(sa, sb) {
                 let len = sa.t_end.min(sb.t_end) - sb.t_ok;
                 r.overlap_pairs += 1;
                 r.overlap_total_s += secs(len);
@@ -315,14 +404,20 @@ pub fn check(h: &[Event], canary: bool) -> Report {
     }
 
     // P2: tokens.
-    let mut by_token: HashMap<u64, u64> = HashMap::new();
+    // Per semaphore slot (each has its own counter); readers of one run share a token.
+    let mut by_token: HashMap<(Option<u32>, u64), (u64, bool)> = HashMap::new();
     for s in &ss {
-        *by_token.entry(s.token).or_default() += 1;
+        let t = by_token.entry((s.slot, s.token)).or_insert((0, true));
+        t.0 += 1;
+        t.1 &= s.is_read();
     }
-    r.token_duplicates = by_token.values().filter(|&&n| n > 1).map(|n| n - 1).sum();
-    r.token_regressions =
-        ss.iter().filter(|j| ss.iter().any(|i| i.id != j.id && i.t_ok < j.t_invoke && j.token <= i.token)).count()
-            as u64;
+    r.token_duplicates = by_token.values().filter(|&&(n, reads)| n > 1 && !reads).map(|(n, _)| n - 1).sum();
+    let regressed =
+        |j: &Session, i: &Session| j.token < i.token || (j.token == i.token && !(i.is_read() && j.is_read()));
+    r.token_regressions = ss
+        .iter()
+        .filter(|j| ss.iter().any(|i| i.id != j.id && i.slot == j.slot && i.t_ok < j.t_invoke && regressed(j, i)))
+        .count() as u64;
 
     // P5: losses and notifications.
     let fenced_rejections: Vec<&Event> = ops.iter().copied().filter(|e| e.ok.is_some_and(|ok| !ok[0])).collect();
@@ -510,15 +605,73 @@ pub fn check(h: &[Event], canary: bool) -> Report {
         }
     }
 
+    workload_checks(&mut r, &ops, &ss);
     r.failures = failures(&r);
     r
+}
+
+/// A `name=value` word of the run's label.
+fn label_word<'a>(label: &'a str, name: &str) -> Option<&'a str> {
+    label.split_whitespace().find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// The rw lock's and the semaphore's own properties, on the fenced registers (what a paused holder cannot fake) and,
+/// measured, on the believed holds.
+fn workload_checks(r: &mut Report, ops: &[&Event], ss: &[Session]) {
+    r.workload = label_word(&r.run, "workload").unwrap_or("mutex").to_string();
+    r.permits = label_word(&r.run, "permits").and_then(|p| p.parse().ok());
+    // The believed holders at once: a sweep over the sessions' [ok, end).
+    let mut marks: Vec<(u64, i64)> =
+        ss.iter().filter(|s| s.t_ok < s.t_end).flat_map(|s| [(s.t_ok, 1), (s.t_end, -1)]).collect();
+    marks.sort_by_key(|&(t, d)| (t, d)); // an end before a start at the same instant
+    let mut now = 0i64;
+    for (_, d) in marks {
+        now += d;
+        r.believed_holders_max = r.believed_holders_max.max(now as u64);
+    }
+    let fenced = spans(ops, 0);
+    match r.workload.as_str() {
+        "rwlock" => {
+            r.rw_writer_overlaps = fenced.values().map(|v| interleaving(v).len() as u64).sum();
+            // A reader's accepted reads must all see one value: a write in between came from a writer inside the
+            // read hold.
+            let mut seen: HashMap<&str, i64> = HashMap::new();
+            for e in ops.iter().filter(|e| e.hold.as_deref() == Some("read") && e.ok.is_some_and(|ok| ok[0])) {
+                let (Some(session), Some(after)) = (e.session.as_deref(), e.after) else { continue };
+                if *seen.entry(session).or_insert(after[0]) != after[0] {
+                    r.rw_reads_changed += 1;
+                    seen.insert(session, after[0]);
+                }
+            }
+        }
+        "semaphore" => {
+            let permits = r.permits.unwrap_or(u32::MAX);
+            let permit = |s: &&Session| s.hold.as_deref() == Some("permit");
+            r.slot_out_of_range =
+                ss.iter().filter(permit).filter(|s| s.slot.is_none_or(|n| n >= permits)).count() as u64;
+            r.slot_overlaps = fenced.values().map(|v| interleaving(v).len() as u64).sum();
+            // Holders at once across the slots, in the referee's decision order.
+            let mut marks: Vec<(usize, i64)> =
+                fenced.values().flatten().flat_map(|sp| [(sp.from, 1), (sp.to, -1)]).collect();
+            marks.sort_by_key(|&(i, d)| (i, -d)); // a one-op span counts at its op
+            let mut now = 0i64;
+            for (_, d) in marks {
+                now += d;
+                if d > 0 && now as u64 > u64::from(permits) {
+                    r.permit_holders_over += 1;
+                }
+                r.permit_holders_max = r.permit_holders_max.max(now as u64);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Whether grant `j` came after grant `i` and so could have taken the lock from it: seen later, with a higher
 /// token. A grant seen later with a lower token was made before `i`'s (tokens rise per grant; P2 checks that) and
 /// only reached its client late, say one paused while its reply was on the way: it took nothing from `i`.
 fn supersedes(j: &Session, i: &Session) -> bool {
-    j.id != i.id && j.t_ok > i.t_ok && j.token > i.token
+    j.id != i.id && j.slot == i.slot && j.t_ok > i.t_ok && j.token > i.token
 }
 
 /// The must-be-zero figures and the liveness checks (SAFETY-TESTING.md §6 "CI assertions").
@@ -541,6 +694,11 @@ fn failures(r: &Report) -> Vec<String> {
     must_be_zero("P10 false alarms in quiet periods", r.false_alarms as i64);
     must_be_zero("P11 fair waits over the bound", r.fair_wait_violations as i64);
     must_be_zero("failover double grants not fenced", r.failover_unfenced as i64);
+    must_be_zero("rwlock writer with another hold (fenced)", r.rw_writer_overlaps as i64);
+    must_be_zero("rwlock reads that saw a write", r.rw_reads_changed as i64);
+    must_be_zero("semaphore holders over the permits (fenced)", r.permit_holders_over as i64);
+    must_be_zero("semaphore slot held twice (fenced)", r.slot_overlaps as i64);
+    must_be_zero("semaphore slot out of range", r.slot_out_of_range as i64);
     if r.acquire_ok == 0 {
         f.push("no acquisition at all".into());
     }
@@ -701,6 +859,31 @@ pub fn render(r: &Report) -> String {
             s += &format!("    {ex}\n");
         }
     }
+    match r.workload.as_str() {
+        "rwlock" => {
+            s += &format!(
+                "rwlock: writer with another hold (fenced)={} reads that saw a write={} believed holders max={}   {}\n",
+                r.rw_writer_overlaps,
+                r.rw_reads_changed,
+                r.believed_holders_max,
+                verdict(r.rw_writer_overlaps + r.rw_reads_changed == 0)
+            );
+        }
+        "semaphore" => {
+            s += &format!(
+                "semaphore({}): holders max (fenced)={} over the permits={} slot held twice={} slot out of range={} \
+                 believed holders max={}   {}\n",
+                r.permits.map_or("?".into(), |p| p.to_string()),
+                r.permit_holders_max,
+                r.permit_holders_over,
+                r.slot_overlaps,
+                r.slot_out_of_range,
+                r.believed_holders_max,
+                verdict(r.permit_holders_over + r.slot_overlaps + r.slot_out_of_range == 0)
+            );
+        }
+        _ => {}
+    }
     for f in &r.failures {
         s += &format!("FAIL: {f}\n");
     }
@@ -769,6 +952,165 @@ mod tests {
         fn check(&self, canary: bool) -> Report {
             check(&self.0, canary)
         }
+        /// The run's label names the workload (`workload=semaphore permits=2`).
+        fn workload(mut self, words: &str) -> Self {
+            if let Some(start) = self.0.iter_mut().find(|e| e.is("run", "phase", "start")) {
+                start.detail = Some(format!("backend=redis profile=ci seed=1 ttl=2000ms {words}"));
+            }
+            self
+        }
+        /// A whole hold of the rw or semaphore workload: `hold` on its acquire events, `slot` on its ok.
+        #[allow(clippy::too_many_arguments)]
+        fn hold_as(
+            self,
+            t: u64,
+            t2: u64,
+            client: &str,
+            session: &str,
+            token: u64,
+            hold: &str,
+            slot: Option<u32>,
+        ) -> Self {
+            let mut h = self.hold(t, t2, client, session, token);
+            for e in h.0.iter_mut().filter(|e| e.session.as_deref() == Some(session) || e.t_ref == t) {
+                if e.f.as_deref() == Some("acquire") {
+                    e.hold = Some(hold.into());
+                    e.slot = slot;
+                }
+            }
+            h
+        }
+        /// A referee op on register `key` by a `hold`.
+        #[allow(clippy::too_many_arguments)]
+        fn op_on(
+            self,
+            t: u64,
+            f: &str,
+            key: &str,
+            hold: &str,
+            session: &str,
+            token: u64,
+            ok: [bool; 3],
+            v: (i64, i64),
+        ) -> Self {
+            let mut h = self.op(t, f, session, token, ok, v);
+            let e = h.0.last_mut().expect("the op");
+            e.detail = Some(key.into());
+            e.hold = Some(hold.into());
+            h
+        }
+    }
+
+    /// Two readers of one run (token 30) overlap, then a writer (31) after them; all after the heal is quiet.
+    fn rw_clean() -> H {
+        clean()
+            .workload("workload=rwlock")
+            .hold_as(10 * S, 13 * S, "a", "r1", 30, "read", None)
+            .hold_as(11 * S, 14 * S, "b", "r2", 30, "read", None)
+            .op_on(10 * S + 10, "read", "register", "read", "r1", 30, ALL, (0, 0))
+            .op_on(11 * S + 10, "read", "register", "read", "r2", 30, ALL, (0, 0))
+            .op_on(12 * S + 10, "read", "register", "read", "r1", 30, ALL, (0, 0))
+            .op_on(13 * S + 10, "read", "register", "read", "r2", 30, ALL, (0, 0))
+            .hold_as(15 * S, 16 * S, "a", "w1", 31, "write", None)
+            .op_on(15 * S + 10, "read", "register", "write", "w1", 31, ALL, (0, 0))
+            .op_on(15 * S + 20, "write", "register", "write", "w1", 31, ALL, (0, 1))
+    }
+
+    #[test]
+    fn readers_of_one_run_share_a_token_and_overlap_without_a_violation() {
+        let r = rw_clean().check(false);
+        assert_eq!(r.failures, Vec::<String>::new(), "{}", render(&r));
+        assert_eq!((r.workload.as_str(), r.overlap_pairs, r.token_duplicates), ("rwlock", 0, 0));
+        assert_eq!((r.rw_writer_overlaps, r.rw_reads_changed, r.fenced.interleave), (0, 0, 0));
+        assert_eq!(r.believed_holders_max, 2);
+        assert!(render(&r).contains("rwlock: writer with another hold (fenced)=0"), "{}", render(&r));
+    }
+
+    #[test]
+    fn a_writer_whose_fenced_ops_interleave_with_a_reader_is_caught() {
+        // A writer granted r1's token (a backend that handed one token to a write and a read run) writes while r1
+        // reads: the fence cannot tell them apart, the checker must.
+        let r = rw_clean()
+            .hold_as(12 * S, 12 * S + 500, "c", "w0", 30, "write", None)
+            .op_on(12 * S + 20, "read", "register", "write", "w0", 30, ALL, (0, 0))
+            .op_on(12 * S + 30, "write", "register", "write", "w0", 30, ALL, (0, 1))
+            .op_on(12 * S + 40, "read", "register", "read", "r2", 30, ALL, (1, 1))
+            .check(false);
+        assert!(r.rw_writer_overlaps >= 1, "{}", render(&r));
+        assert!(r.failures.iter().any(|f| f.starts_with("rwlock writer with another hold")), "{:?}", r.failures);
+        assert!(r.overlap_pairs >= 1 && r.token_duplicates >= 1, "{}", render(&r));
+        // Its write landed between r2's reads: they saw different values.
+        assert!(r.rw_reads_changed >= 1, "{}", render(&r));
+    }
+
+    #[test]
+    fn a_reader_that_saw_a_write_during_its_hold_is_caught() {
+        let mut h = rw_clean();
+        let last = h.0.iter_mut().rfind(|e| e.session.as_deref() == Some("r2") && e.src == "referee");
+        last.expect("r2's second read").after = Some([5; 3]);
+        let r = h.check(false);
+        assert_eq!(r.rw_reads_changed, 1, "{}", render(&r));
+        assert!(r.failures.iter().any(|f| f.starts_with("rwlock reads that saw a write")), "{:?}", r.failures);
+    }
+
+    /// Two permits: slot 0 (tokens 40, 41 in turn) and slot 1 (token 7) at once; one register per slot.
+    fn sem_clean() -> H {
+        clean()
+            .workload("workload=semaphore permits=2")
+            .hold_as(10 * S, 12 * S, "a", "p1", 40, "permit", Some(0))
+            .hold_as(11 * S, 14 * S, "b", "p2", 7, "permit", Some(1))
+            .hold_as(13 * S, 15 * S, "c", "p3", 41, "permit", Some(0))
+            .op_on(10 * S + 10, "read", "register.slot0", "permit", "p1", 40, ALL, (0, 0))
+            .op_on(11 * S + 10, "read", "register.slot1", "permit", "p2", 7, ALL, (0, 0))
+            .op_on(11 * S + 20, "write", "register.slot0", "permit", "p1", 40, ALL, (0, 1))
+            .op_on(13 * S + 10, "read", "register.slot0", "permit", "p3", 41, ALL, (1, 1))
+            .op_on(13 * S + 20, "write", "register.slot1", "permit", "p2", 7, ALL, (0, 1))
+            .op_on(14 * S + 20, "write", "register.slot0", "permit", "p3", 41, ALL, (1, 2))
+            .hold_as(25 * S, 26 * S, "c", "p9", 42, "permit", Some(0))
+    }
+
+    #[test]
+    fn permits_of_two_slots_overlap_and_their_tokens_are_per_slot() {
+        let r = sem_clean().check(false);
+        assert_eq!(r.failures, Vec::<String>::new(), "{}", render(&r));
+        // Token 7 on slot 1 after 40 on slot 0 is no regression or stale write: another register, another counter.
+        assert_eq!((r.token_regressions, r.fenced.stale_accepted, r.fenced.lost_updates), (0, 0, 0));
+        assert_eq!((r.permit_holders_max, r.permit_holders_over, r.slot_overlaps), (2, 0, 0));
+        assert_eq!((r.overlap_pairs, r.believed_holders_max), (0, 2));
+    }
+
+    #[test]
+    fn a_stale_write_to_a_slot_the_fence_accepted_is_p1() {
+        // p1 (40), paused, writes slot 0 after p3 (41) read it, and the fence took it.
+        let r = sem_clean().op_on(13 * S + 30, "write", "register.slot0", "permit", "p1", 40, ALL, (1, 2)).check(false);
+        assert_eq!(r.fenced.stale_accepted, 1, "{}", render(&r));
+        assert!(r.failures.iter().any(|f| f.starts_with("P1 fenced stale")), "{:?}", r.failures);
+        assert!(r.failures.iter().any(|f| f.starts_with("semaphore slot held twice")), "{:?}", r.failures);
+        // Refused, it is what fencing is for.
+        let r = sem_clean()
+            .op_on(13 * S + 30, "write", "register.slot0", "permit", "p1", 40, [false, true, false], (1, 1))
+            .check(false);
+        assert_eq!((r.fenced.stale_accepted, r.slot_overlaps), (0, 0), "{}", render(&r));
+    }
+
+    #[test]
+    fn more_holders_than_permits_are_caught() {
+        // d holds slot 1 with p2's token (a duplicate grant) while p1 and p2 hold: three holders of two permits.
+        let r = sem_clean()
+            .hold_as(11 * S + 12, 12 * S + 50, "d", "p4", 7, "permit", Some(1))
+            .op_on(11 * S + 14, "read", "register.slot1", "permit", "p4", 7, ALL, (0, 0))
+            .op_on(11 * S + 16, "write", "register.slot1", "permit", "p4", 7, ALL, (0, 1))
+            .check(false);
+        assert_eq!((r.permit_holders_max, r.permit_holders_over), (3, 1), "{}", render(&r));
+        assert!(r.failures.iter().any(|f| f.starts_with("semaphore holders over the permits")), "{:?}", r.failures);
+        assert!(r.slot_overlaps >= 1 && r.token_duplicates == 1, "{}", render(&r));
+    }
+
+    #[test]
+    fn a_permit_outside_the_slots_is_caught() {
+        let r = sem_clean().hold_as(16 * S, 17 * S, "d", "p5", 1, "permit", Some(2)).check(false);
+        assert_eq!(r.slot_out_of_range, 1, "{}", render(&r));
+        assert!(r.failures.iter().any(|f| f.starts_with("semaphore slot out of range")), "{:?}", r.failures);
     }
 
     const ALL: [bool; 3] = [true, true, true];

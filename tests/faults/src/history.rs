@@ -44,6 +44,13 @@ pub struct Event {
     pub targets: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The rw and semaphore workloads: `read`, `write` or `permit` (workers' acquire events, referee ops); none for
+    /// the mutex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
+    /// A semaphore permit's slot (0…permits−1), on the worker's `ok acquire`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
 }
 
 impl Event {

@@ -65,9 +65,42 @@ pub struct RunArgs {
     /// another backend setting.
     #[arg(long)]
     pub url_query: Option<String>,
-    /// Where history.jsonl and report.json go (default: <root>/target/faults/<backend>-<profile>-<seed>).
+    /// Where history.jsonl and report.json go (default: <root>/target/faults/<backend>-<profile>-<seed>, with
+    /// `-<workload>` after the backend for the rw lock and the semaphore).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// What the workers hold: the mutex, a read-write lock (60 % reads), or a semaphore's permits.
+    #[arg(long, value_enum, default_value = "mutex")]
+    pub workload: Workload,
+    /// The semaphore's permits (`--workload semaphore`).
+    #[arg(long, default_value_t = 2)]
+    pub permits: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    Mutex,
+    Rwlock,
+    Semaphore,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Mutex => "mutex",
+            Workload::Rwlock => "rwlock",
+            Workload::Semaphore => "semaphore",
+        }
+    }
+
+    /// Why the backend cannot run it, if it cannot (`capability()` says what it has).
+    fn unsupported(self, c: &fencelock::Capability) -> Option<&'static str> {
+        match self {
+            Workload::Rwlock if !c.rw_lock => Some("capability().rw_lock is false"),
+            Workload::Semaphore if !c.semaphore => Some("capability().semaphore is false"),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +120,11 @@ fn parse_lang(name: &str) -> Result<Lang, String> {
 }
 
 impl Lang {
+    /// Whether its worker has the rw and semaphore workloads (the Go worker speaks etcd's lock API only).
+    fn has_workloads(self) -> bool {
+        matches!(self, Lang::Rust | Lang::Python | Lang::Node)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Lang::Rust => "rust",
@@ -207,6 +245,9 @@ impl Run {
         };
         if slot.lang != Lang::Go {
             cmd.args(&common);
+            if args.workload != Workload::Mutex {
+                cmd.args(["--workload", args.workload.name(), "--permits", &args.permits.to_string()]);
+            }
         }
         if let Some(clock) = &slot.clock {
             cmd.env("LD_PRELOAD", LIBFAKETIME).env("FAKETIME_TIMESTAMP_FILE", clock).env("FAKETIME_NO_CACHE", "1");
@@ -600,11 +641,19 @@ async fn wait_ready(servers: &mut Servers, query: Option<&str>) -> Result<fencel
     Err(format!("{} servers not ready: {last}", servers.backend.name()))
 }
 
-/// One run; returns the report (its failures decide the exit code).
-pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
+/// One run; returns the report (its failures decide the exit code), or `None` when the backend does not have the
+/// workload's primitive (said on stderr).
+pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
     let root = args.root.canonicalize().map_err(|e| format!("{}: {e}", args.root.display()))?;
     let args = RunArgs { root, ..args };
-    let name = format!("{}-{}-{}", args.backend.name(), args.profile.name(), args.seed);
+    let workload = match args.workload {
+        Workload::Mutex => String::new(),
+        w => format!("-{}", w.name()),
+    };
+    let name = format!("{}{workload}-{}-{}", args.backend.name(), args.profile.name(), args.seed);
+    if args.workload == Workload::Semaphore && args.permits == 0 {
+        return Err("--permits must be at least 1".into());
+    }
     let out = args.out.clone().unwrap_or_else(|| args.root.join("target/faults").join(&name));
     if out.exists() {
         std::fs::remove_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
@@ -621,18 +670,31 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
     let mut servers = Servers::start(args.backend, &data.0, &out.join("logs"))?;
     let capability = wait_ready(&mut servers, args.url_query.as_deref()).await?;
     eprintln!("locktest: {name}: servers ready in {:.1}s", t0.elapsed().as_secs_f64());
+    if let Some(why) = args.workload.unsupported(&capability) {
+        // Not a failure: the workload follows the backend's capability, so a backend gains it by claiming it.
+        eprintln!("locktest: {name}: skipped: {} on {} ({why})", args.workload.name(), args.backend.name());
+        servers.stop();
+        return Ok(None);
+    }
 
     let shared = Arc::new(Shared::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.3:0").await.map_err(|e| format!("referee: {e}"))?;
     let referee_addr = listener.local_addr().map_err(|e| e.to_string())?;
     tokio::spawn(referee::serve(listener, shared.history.clone()));
 
-    let langs = &args.langs;
-    if langs.is_empty() {
+    if args.langs.is_empty() {
         return Err("--langs names no language".into());
     }
+    let langs: Vec<Lang> = match args.workload {
+        Workload::Mutex => args.langs.clone(),
+        _ => args.langs.iter().copied().filter(|l| l.has_workloads()).collect(),
+    };
+    if langs.is_empty() {
+        return Err(format!("--langs names no worker with the {} workload", args.workload.name()));
+    }
     let clocked = menu.contains(&Fault::ClockJump);
-    let go = args.profile != Profile::Canary && !args.no_go;
+    // The Go worker speaks etcd's lock API, which has no read-write lock or semaphore: mutex runs only.
+    let go = args.profile != Profile::Canary && !args.no_go && args.workload == Workload::Mutex;
     if go && !args.go_worker.is_file() {
         return Err(format!(
             "no Go worker at {} (tests/faults/run.sh builds it; --no-go runs without)",
@@ -675,13 +737,18 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
         expected_exits: HashSet::new(),
         exe,
     };
-    let label = format!(
+    let mut label = format!(
         "backend={} profile={} seed={} ttl={}ms",
         args.backend.label(),
         args.profile.name(),
         args.seed,
         args.ttl_ms
     );
+    match args.workload {
+        Workload::Mutex => {}
+        Workload::Rwlock => label += " workload=rwlock",
+        Workload::Semaphore => label += &format!(" workload=semaphore permits={}", args.permits),
+    }
     run.phase("start", Some(label));
     // The checker's fairness bound applies where the backend serves waiters in arrival order.
     let flags = [("fencing", capability.fencing), ("native_wait", capability.native_wait), ("fair", capability.fair)];
@@ -741,14 +808,18 @@ pub async fn run(args: RunArgs) -> Result<checker::Report, String> {
         let canary = if args.profile == Profile::Canary { " --canary" } else { "" };
         println!("replay the check: target/debug/locktest check {}{canary}", path.display());
         println!(
-            "re-run the schedule: target/debug/locktest run --backend {} --profile {} --seed {}",
+            "re-run the schedule: target/debug/locktest run --backend {} --profile {} --seed {}{}",
             args.backend.name(),
             args.profile.name(),
-            args.seed
+            args.seed,
+            match args.workload {
+                Workload::Mutex => String::new(),
+                w => format!(" --workload {} --permits {}", w.name(), args.permits),
+            }
         );
     }
     println!("history: {}", path.display());
-    Ok(report)
+    Ok(Some(report))
 }
 
 /// Server data and clock files; removed at the end of the run.

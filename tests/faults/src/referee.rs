@@ -25,6 +25,9 @@ pub struct Request {
     pub token: u64,
     #[serde(default)]
     pub values: Option<[i64; 3]>,
+    /// The rw workload's `read`/`write` (readers of one run share a token and may interleave), logged for the checker.
+    #[serde(default)]
+    pub hold: Option<String>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -77,6 +80,7 @@ impl Referee {
         e.before = Some(before);
         e.after = Some(reg.values);
         e.detail = Some(req.key.clone());
+        e.hold = req.hold.clone();
         e
     }
 }
@@ -117,7 +121,15 @@ mod tests {
     use super::*;
 
     fn req(op: &str, token: u64, values: Option<[i64; 3]>) -> Request {
-        Request { op: op.into(), key: "k".into(), client: "c".into(), session: format!("s{token}"), token, values }
+        Request {
+            op: op.into(),
+            key: "k".into(),
+            client: "c".into(),
+            session: format!("s{token}"),
+            token,
+            values,
+            hold: None,
+        }
     }
 
     #[test]

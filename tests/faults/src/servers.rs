@@ -123,13 +123,15 @@ impl Member {
         Ok(())
     }
 
-    /// SIGKILL to the member's process group; returns once the leader is gone.
+    /// SIGKILL to the member's process group; returns once the leader and the rest of its group are gone (a child
+    /// still dying may hold the listening socket, and a restart at once then fails to bind).
     pub fn kill(&mut self) {
         if let Some(pid) = self.pid.take() {
             // SAFETY: signals a process group this suite created.
             unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
             for _ in 0..100 {
-                if !alive(pid) {
+                // SAFETY: signal 0 only asks whether any process of the group is left.
+                if !alive(pid) && unsafe { libc::kill(-(pid as i32), 0) } != 0 {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));

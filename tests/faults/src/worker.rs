@@ -30,6 +30,33 @@ pub struct WorkerArgs {
     pub key: String,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// `mutex`, `rwlock` (reads and writes of one read-write lock) or `semaphore` (permits, a register per slot).
+    #[arg(long, default_value = "mutex")]
+    pub workload: String,
+    /// The semaphore's permits (`--workload semaphore`).
+    #[arg(long, default_value_t = 2)]
+    pub permits: u32,
+}
+
+/// What one cycle takes: the mutex, a read or the write hold of the rw lock, or a permit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    Mutex,
+    Read,
+    Write,
+    Permit,
+}
+
+impl Hold {
+    /// The `hold` field of the events (none for the mutex, whose history predates it).
+    fn name(self) -> Option<&'static str> {
+        match self {
+            Hold::Mutex => None,
+            Hold::Read => Some("read"),
+            Hold::Write => Some("write"),
+            Hold::Permit => Some("permit"),
+        }
+    }
 }
 
 /// Writes events; shared with the lost-notification tasks.
@@ -42,6 +69,22 @@ struct Emitter {
 
 impl Emitter {
     fn emit(&self, kind: &str, f: &str, session: Option<&str>, token: Option<u64>, error: Option<&str>) {
+        self.emit_hold(kind, f, session, token, error, None, None);
+    }
+
+    /// An event that also names the hold kind and the semaphore slot (the `ok acquire` of the rw and semaphore
+    /// workloads).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_hold(
+        &self,
+        kind: &str,
+        f: &str,
+        session: Option<&str>,
+        token: Option<u64>,
+        error: Option<&str>,
+        hold: Option<&str>,
+        slot: Option<u32>,
+    ) {
         let mut e = json!({
             "src": "worker", "type": kind, "f": f, "client": self.client, "lang": "rust", "pid": self.pid,
             "seq": self.seq.fetch_add(1, Ordering::SeqCst), "t_ref": t_ref(),
@@ -55,6 +98,12 @@ impl Emitter {
         }
         if let Some(err) = error {
             m.insert("error".into(), err.into());
+        }
+        if let Some(h) = hold {
+            m.insert("hold".into(), h.into());
+        }
+        if let Some(n) = slot {
+            m.insert("slot".into(), n.into());
         }
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{e}");
@@ -119,9 +168,24 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
     let opts = LockOptions::default().ttl(ttl).timeout(ttl * 3).owner(owner);
     let mut rng = StdRng::seed_from_u64(args.seed ^ u64::from(std::process::id()));
     let mut n = 0u64;
+    let (rw, sem) = (client.rw_lock(&args.name), client.semaphore(&args.name, args.permits));
     while !stop.load(Ordering::SeqCst) {
-        out.emit("invoke", "acquire", None, None, None);
-        let lease = match client.lock(&args.name, &opts).await {
+        let hold = match args.workload.as_str() {
+            "mutex" => Hold::Mutex,
+            // Readers outnumber the writer: overlapping read runs, and writers waiting behind them.
+            "rwlock" if rng.random_bool(0.6) => Hold::Read,
+            "rwlock" => Hold::Write,
+            "semaphore" => Hold::Permit,
+            w => return Err(format!("unknown workload {w:?} (mutex, rwlock, semaphore)")),
+        };
+        out.emit_hold("invoke", "acquire", None, None, None, hold.name(), None);
+        let got = match hold {
+            Hold::Mutex => client.lock(&args.name, &opts).await,
+            Hold::Read => rw.read(&opts).await,
+            Hold::Write => rw.write(&opts).await,
+            Hold::Permit => sem.acquire(&opts).await,
+        };
+        let lease = match got {
             Ok(l) => l,
             Err(e) => {
                 // The history keeps the code; the message (core redacts secrets) goes to the slot's log for whoever
@@ -137,7 +201,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
         n += 1;
         let session = format!("{}.{}.{n}", args.client, std::process::id());
         let token = lease.fence();
-        out.emit("ok", "acquire", Some(&session), Some(token), None);
+        out.emit_hold("ok", "acquire", Some(&session), Some(token), None, hold.name(), lease.slot());
         {
             let (out, lost, session) = (out.clone(), lease.lost(), session.clone());
             tokio::spawn(async move {
@@ -146,7 +210,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
                 }
             });
         }
-        critical_section(&client, &lease, &opts, &args, &mut referee, &out, &session, &mut rng).await?;
+        critical_section(&client, &lease, hold, &opts, &args, &mut referee, &out, &session, &mut rng).await?;
         out.emit("invoke", "release", Some(&session), Some(token), None);
         match lease.release().await {
             Ok(()) => out.emit("ok", "release", Some(&session), Some(token), None),
@@ -162,6 +226,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
 async fn critical_section(
     client: &Client,
     lease: &Lease,
+    hold: Hold,
     opts: &LockOptions,
     args: &WorkerArgs,
     referee: &mut RefereeConn,
@@ -171,7 +236,7 @@ async fn critical_section(
 ) -> Result<(), String> {
     let token = lease.fence();
     let ttl = Duration::from_millis(args.ttl_ms);
-    if rng.random_bool(0.2) {
+    if hold == Hold::Mutex && rng.random_bool(0.2) {
         // Reentrancy: the same owner gets the same grant back (P8).
         out.emit("invoke", "nested-acquire", Some(session), Some(token), None);
         match client.lock(&args.name, opts).await {
@@ -185,15 +250,39 @@ async fn critical_section(
             Err(e) => out.emit(class(&e), "nested-acquire", Some(session), None, Some(code(&e))),
         }
     }
-    let base = json!({ "key": args.key, "client": args.client, "session": session, "token": token });
+    // Each semaphore slot is a resource of its own, fenced by that slot's token.
+    let key = match lease.slot() {
+        Some(slot) => format!("{}.slot{slot}", args.key),
+        None => args.key.clone(),
+    };
+    let mut base = json!({ "key": key, "client": args.client, "session": session, "token": token });
+    if let Some(h) = hold.name() {
+        base["hold"] = h.into();
+    }
     let mut read = base.clone();
     read["op"] = "read".into();
-    let (ok, mut values) = referee.call(read).await?;
+    let (ok, mut values) = referee.call(read.clone()).await?;
     if !ok[0] {
         return Ok(()); // the fence says someone newer has been here: leave
     }
     // Work; the long tail crosses the TTL, so the watchdog must carry it.
     tokio::time::sleep(ttl.mul_f64(rng.random_range(0.1..1.5))).await;
+    if hold == Hold::Read {
+        // A reader reads again at the end: accepted by the fence, it must see what it saw first (no writer in
+        // between), which the checker verifies. Then the same explicit renewal as a writer's (P6).
+        if lease.is_lost() {
+            return Ok(());
+        }
+        let (ok, _) = referee.call(read).await?;
+        if ok[0] {
+            out.emit("invoke", "renew", Some(session), Some(token), None);
+            match lease.renew(None).await {
+                Ok(()) => out.emit("ok", "renew", Some(session), Some(token), None),
+                Err(e) => out.emit("fail", "renew", Some(session), Some(token), Some(code(&e))),
+            }
+        }
+        return Ok(());
+    }
     let writes = if rng.random_bool(0.3) { 2 } else { 1 };
     for i in 0..writes {
         // A careful user: no write once the SDK said the lock is lost. A pause between this check and the write is

@@ -19,6 +19,8 @@ const { values: args } = parseArgs({
     key: { type: 'string', default: 'register' },
     seed: { type: 'string', default: '0' },
     module: { type: 'string' },
+    workload: { type: 'string', default: 'mutex' },
+    permits: { type: 'string', default: '2' },
   },
 });
 for (const need of ['url', 'referee', 'client', 'module']) {
@@ -30,11 +32,13 @@ const { connect } = await import(args.module);
 const toJson = (o) => JSON.stringify(o, (_, v) => (typeof v === 'bigint' ? `#big${v}` : v)).replace(/"#big(\d+)"/g, '$1');
 
 let seq = 0;
-function emit(type, f, session, token, error) {
+function emit(type, f, session, token, error, hold, slot) {
   const e = { src: 'worker', type, f, client: args.client, lang: 'node', pid: process.pid, seq: seq++, t_ref: process.hrtime.bigint() };
   if (session !== undefined) e.session = session;
   if (token !== undefined) e.token = token;
   if (error !== undefined) e.error = error;
+  if (hold !== undefined) e.hold = hold;
+  if (slot !== undefined && slot !== null) e.slot = slot;
   process.stdout.write(toJson(e) + '\n');
 }
 
@@ -82,12 +86,20 @@ for (;;) {
 const ttlMs = Number(args['ttl-ms']);
 const opts = { ttlMs, timeoutMs: 3 * ttlMs, owner: `${args.client}-main` };
 const code = (e) => e.code ?? e.name;
+if (!['mutex', 'rwlock', 'semaphore'].includes(args.workload)) throw new Error(`worker.mjs: unknown workload ${args.workload}`);
+const rw = client.rwLock(args.name);
+const sem = client.semaphore(args.name, Number(args.permits));
 let n = 0;
 while (!stop) {
-  emit('invoke', 'acquire');
+  // The rw workload: 60 % reads. The mutex's events carry no hold kind.
+  const hold = args.workload === 'rwlock' ? (random() < 0.6 ? 'read' : 'write') : args.workload === 'semaphore' ? 'permit' : undefined;
+  emit('invoke', 'acquire', undefined, undefined, undefined, hold);
   let lease;
   try {
-    lease = await client.lock(args.name, opts);
+    if (hold === 'read') lease = await rw.read(opts);
+    else if (hold === 'write') lease = await rw.write(opts);
+    else if (hold === 'permit') lease = await sem.acquire(opts);
+    else lease = await client.lock(args.name, opts);
   } catch (e) {
     emit(code(e) === 'TIMEOUT' ? 'fail' : 'info', 'acquire', undefined, undefined, code(e));
     await sleep(100);
@@ -96,9 +108,9 @@ while (!stop) {
   n += 1;
   const session = `${args.client}.${process.pid}.${n}`;
   const token = lease.fence;
-  emit('ok', 'acquire', session, token);
+  emit('ok', 'acquire', session, token, undefined, hold, lease.slot);
   lease.once('lost', () => emit('lost', 'lost', session, token, 'LOCK_LOST'));
-  await criticalSection(lease, session);
+  await criticalSection(lease, session, hold);
   emit('invoke', 'release', session, token);
   try {
     await lease.release();
@@ -111,9 +123,9 @@ while (!stop) {
 await client.close();
 process.exit(0);
 
-async function criticalSection(lease, session) {
+async function criticalSection(lease, session, hold) {
   const token = lease.fence;
-  if (random() < 0.2) {
+  if (hold === undefined && random() < 0.2) {
     // Reentrancy: the same owner gets the same grant back (P8).
     emit('invoke', 'nested-acquire', session, token);
     try {
@@ -129,10 +141,26 @@ async function criticalSection(lease, session) {
       emit(code(e) === 'TIMEOUT' ? 'fail' : 'info', 'nested-acquire', session, undefined, code(e));
     }
   }
-  const base = { key: args.key, client: args.client, session, token };
+  // Each semaphore slot is a register of its own, fenced by the slot's token.
+  const key = lease.slot === null || lease.slot === undefined ? args.key : `${args.key}.slot${lease.slot}`;
+  const base = { key, client: args.client, session, token, ...(hold === undefined ? {} : { hold }) };
   let [ok, values] = await referee.call({ ...base, op: 'read' });
   if (!ok[0]) return; // the fence says someone newer has been here: leave
   await sleep(ttlMs * uniform(0.1, 1.5)); // work; the long tail crosses the TTL
+  if (hold === 'read') {
+    // A reader reads again at the end (the checker: no write in between), then renews once (P6).
+    if (lease.signal.aborted) return;
+    [ok] = await referee.call({ ...base, op: 'read' });
+    if (!ok[0]) return;
+    emit('invoke', 'renew', session, token);
+    try {
+      await lease.renew();
+      emit('ok', 'renew', session, token);
+    } catch (e) {
+      emit('fail', 'renew', session, token, code(e));
+    }
+    return;
+  }
   const writes = random() < 0.3 ? 2 : 1;
   for (let i = 0; i < writes; i++) {
     if (lease.signal.aborted) return; // a careful user; a pause right after this check is what fencing is for

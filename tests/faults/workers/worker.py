@@ -41,7 +41,7 @@ class Emitter:
         self.seq = 0
         self.lock = threading.Lock()  # lost callbacks run on their own threads
 
-    def emit(self, kind, f, session=None, token=None, error=None):
+    def emit(self, kind, f, session=None, token=None, error=None, hold=None, slot=None):
         with self.lock:
             e = {"src": "worker", "type": kind, "f": f, "client": self.client, "lang": "python", "pid": self.pid,
                  "seq": self.seq, "t_ref": t_ref()}
@@ -52,6 +52,10 @@ class Emitter:
                 e["token"] = token
             if error is not None:
                 e["error"] = error
+            if hold is not None:
+                e["hold"] = hold
+            if slot is not None:
+                e["slot"] = slot
             sys.stdout.write(json.dumps(e) + "\n")
             sys.stdout.flush()
 
@@ -83,6 +87,8 @@ def main() -> None:
     ap.add_argument("--name", default="locktest")
     ap.add_argument("--key", default="register")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workload", choices=["mutex", "rwlock", "semaphore"], default="mutex")
+    ap.add_argument("--permits", type=int, default=2)
     args = ap.parse_args()
 
     out = Emitter(args.client)
@@ -107,10 +113,17 @@ def main() -> None:
     owner = f"{args.client}-main"
     rng = random.Random(args.seed ^ os.getpid())
     n = 0
+    rw, sem = client.rw_lock(args.name), client.semaphore(args.name, args.permits)
     while not stop.is_set():
-        out.emit("invoke", "acquire")
+        # The rw workload: 60 % reads. The mutex's events carry no hold kind.
+        hold = {"mutex": None, "semaphore": "permit"}.get(args.workload)
+        if args.workload == "rwlock":
+            hold = "read" if rng.random() < 0.6 else "write"
+        out.emit("invoke", "acquire", hold=hold)
+        take = {None: lambda **kw: client.lock(args.name, **kw), "read": rw.read, "write": rw.write,
+                "permit": sem.acquire}[hold]
         try:
-            lease = client.lock(args.name, ttl=ttl, timeout=3 * ttl, owner=owner)
+            lease = take(ttl=ttl, timeout=3 * ttl, owner=owner)
         except fencelock.LockError as e:
             out.emit("fail" if code(e) == "TIMEOUT" else "info", "acquire", error=code(e))
             time.sleep(0.1)
@@ -118,9 +131,9 @@ def main() -> None:
         n += 1
         session = f"{args.client}.{os.getpid()}.{n}"
         token = lease.fence
-        out.emit("ok", "acquire", session, token)
+        out.emit("ok", "acquire", session, token, hold=hold, slot=lease.slot)
         lease.on_lost(lambda s=session, t=token: out.emit("lost", "lost", s, t, "LOCK_LOST"))
-        critical_section(client, lease, args, owner, referee, out, session, rng, ttl)
+        critical_section(client, lease, hold, args, owner, referee, out, session, rng, ttl)
         out.emit("invoke", "release", session, token)
         try:
             lease.release()
@@ -131,9 +144,9 @@ def main() -> None:
     client.close()
 
 
-def critical_section(client, lease, args, owner, referee, out, session, rng, ttl) -> None:
+def critical_section(client, lease, hold, args, owner, referee, out, session, rng, ttl) -> None:
     token = lease.fence
-    if rng.random() < 0.2:
+    if hold is None and rng.random() < 0.2:
         # Reentrancy: the same owner gets the same grant back (P8).
         out.emit("invoke", "nested-acquire", session, token)
         try:
@@ -146,11 +159,29 @@ def critical_section(client, lease, args, owner, referee, out, session, rng, ttl
                 out.emit("fail", "nested-release", session, token, code(e))
         except fencelock.LockError as e:
             out.emit("fail" if code(e) == "TIMEOUT" else "info", "nested-acquire", session, error=code(e))
-    base = {"key": args.key, "client": args.client, "session": session, "token": token}
+    # Each semaphore slot is a register of its own, fenced by the slot's token.
+    key = args.key if lease.slot is None else f"{args.key}.slot{lease.slot}"
+    base = {"key": key, "client": args.client, "session": session, "token": token}
+    if hold is not None:
+        base["hold"] = hold
     ok, values = referee.call({**base, "op": "read"})
     if not ok[0]:
         return  # the fence says someone newer has been here: leave
     time.sleep(ttl * rng.uniform(0.1, 1.5))  # work; the long tail crosses the TTL
+    if hold == "read":
+        # A reader reads again at the end (the checker: no write in between), then renews once (P6).
+        if lease.lost.is_set():
+            return
+        ok, _ = referee.call({**base, "op": "read"})
+        if not ok[0]:
+            return
+        out.emit("invoke", "renew", session, token)
+        try:
+            lease.renew()
+            out.emit("ok", "renew", session, token)
+        except fencelock.LockError as e:
+            out.emit("fail", "renew", session, token, code(e))
+        return
     writes = 2 if rng.random() < 0.3 else 1
     for i in range(writes):
         if lease.lost.is_set():  # a careful user; a pause right after this check is what fencing is for
