@@ -59,6 +59,9 @@ struct Run {
     names: Vec<(String, HoldKind)>,
     // Acquires started with `spawn`, awaited by `join`.
     tasks: HashMap<String, JoinHandle<fencelock::Result<Option<Lease>>>>,
+    // When the previous and the current step began: `min_elapsed_ms` counts from the previous one.
+    previous_start: Instant,
+    current_start: Instant,
 }
 
 /// The kind of hold a `lock`/`try_lock` step asks for: `kind` "read", "write" or "permit" (with `permits`), else a
@@ -153,7 +156,6 @@ impl Run {
         &mut self,
         step: &Value,
         got: fencelock::Result<Option<Lease>>,
-        started: Instant,
     ) -> Result<fencelock::Result<()>, String> {
         let lease = match got {
             Ok(lease) => lease,
@@ -168,8 +170,10 @@ impl Run {
             (None, false) => Err("busy, expected to acquire".into()),
             (None, true) => Ok(Ok(())),
             (Some(lease), false) => {
-                if let Some(min) = ms(&step["min_elapsed_ms"]).filter(|&m| started.elapsed() < m) {
-                    return Err(format!("acquired after {:?}, sooner than {min:?}", started.elapsed()));
+                // From the previous step's start: the hold this one waits out was written after it.
+                let since = self.previous_start.elapsed();
+                if let Some(min) = ms(&step["min_elapsed_ms"]).filter(|&m| since < m) {
+                    return Err(format!("acquired {since:?} after the previous step began, sooner than {min:?}"));
                 }
                 if let Some(id) = step["as"].as_str() {
                     self.leases.insert(id.to_string(), lease);
@@ -183,6 +187,7 @@ impl Run {
 
     /// Runs one step, again and again within `eventually_ms` until it meets its expectations.
     async fn step(&mut self, step: &Value) -> Result<(), String> {
+        self.previous_start = std::mem::replace(&mut self.current_start, Instant::now());
         // A step that never ends (a `lock` with no timeout behind a hold that is never released) fails the scenario
         // instead of hanging the run: the mutation check needs a failure, not its own timeout.
         match tokio::time::timeout(STEP_BOUND, self.step_bounded(step)).await {
@@ -265,12 +270,12 @@ impl Run {
                     self.tasks.insert(task.to_string(), tokio::spawn(acquiring));
                     return Ok(());
                 }
-                self.settle(step, acquiring.await, started).await?
+                self.settle(step, acquiring.await).await?
             }
             "join" => {
                 let task = self.tasks.remove(step["task"].as_str().unwrap()).expect("join of a task never spawned");
                 let got = task.await.map_err(|e| format!("the spawned acquire panicked: {e}"))?;
-                self.settle(step, got, started).await?
+                self.settle(step, got).await?
             }
             "expect_slot" => {
                 let slot = |l: &Lease| l.slot().ok_or_else(|| format!("lease {} has no slot", l.name()));
@@ -456,6 +461,8 @@ async fn run_backend(label: &str, url: String, unreachable: Option<&str>) {
             leases: HashMap::new(),
             names: Vec::new(),
             tasks: HashMap::new(),
+            previous_start: Instant::now(),
+            current_start: Instant::now(),
         };
         let mut result = Ok(());
         for (i, step) in sc.steps.iter().enumerate() {

@@ -65,8 +65,10 @@ function acquire(client, name, { kind, permits }, opts, once) {
 class Run {
   constructor(url, unreachable, prefix) {
     // names: every name used, with the kind of hold it was first used for (the clean check differs per kind);
-    // tasks: acquires started with `spawn`, awaited by `join`.
+    // tasks: acquires started with `spawn`, awaited by `join`; previousStart, currentStart: when the previous and the
+    // current step began (`min_elapsed_ms` counts from the previous one).
     Object.assign(this, { url, unreachable, prefix, clients: new Map(), leases: new Map(), names: [], tasks: new Map() });
+    this.previousStart = this.currentStart = performance.now();
   }
 
   name(step) {
@@ -83,7 +85,7 @@ class Run {
   }
 
   /** Checks an acquire's outcome against the step (`expect`, `min_elapsed_ms`) and keeps the lease `as`. */
-  async settle(step, lease, started) {
+  async settle(step, lease) {
     const busyExpected = step.expect === 'busy';
     if (lease && busyExpected) {
       await lease.release();
@@ -91,9 +93,10 @@ class Run {
     }
     if (!lease && !busyExpected) throw new Error('busy, expected to acquire');
     if (!lease) return;
-    const elapsed = performance.now() - started;
+    // From the previous step's start: the hold this one waits out was written after it.
+    const elapsed = performance.now() - this.previousStart;
     if (step.min_elapsed_ms !== undefined && elapsed < step.min_elapsed_ms) {
-      throw new Error(`acquired after ${elapsed.toFixed(0)} ms, sooner than ${step.min_elapsed_ms} ms`);
+      throw new Error(`acquired ${elapsed.toFixed(1)} ms after the previous step began, sooner than ${step.min_elapsed_ms} ms`);
     }
     if (step.as) this.leases.set(step.as, lease);
     else await lease.release();
@@ -121,7 +124,7 @@ class Run {
   }
 
   /** Runs the operation of `step`; throws a LockError the step may expect, or a plain Error for a failed check. */
-  async op(step, started) {
+  async op(step) {
     switch (step.op) {
       case 'connect': {
         let url = step.url ?? this.url;
@@ -143,7 +146,7 @@ class Run {
           this.tasks.set(step.spawn, acquiring.then((lease) => ({ lease }), (error) => ({ error })));
           return;
         }
-        return this.settle(step, await acquiring, started);
+        return this.settle(step, await acquiring);
       }
       case 'join': {
         const task = this.tasks.get(step.task);
@@ -151,7 +154,7 @@ class Run {
         this.tasks.delete(step.task);
         const { lease, error } = await task;
         if (error) throw error;
-        return this.settle(step, lease, started);
+        return this.settle(step, lease);
       }
       case 'expect_slot': {
         const slot = (l) => {
@@ -242,6 +245,7 @@ class Run {
 
   /** Runs one step, again every 20 ms within `eventually_ms` until it meets its expectations. */
   async step(step) {
+    [this.previousStart, this.currentStart] = [this.currentStart, performance.now()];
     if (step.eventually_ms === undefined) return this.stepOnce(step);
     const deadline = performance.now() + step.eventually_ms;
     for (;;) {
@@ -259,7 +263,7 @@ class Run {
     const started = performance.now();
     let error;
     try {
-      if ((await this.op(step, started)) === SKIP) return;
+      if ((await this.op(step)) === SKIP) return;
     } catch (e) {
       if (!(e instanceof LockError)) throw e;
       error = e;

@@ -162,6 +162,9 @@ class Run:
     #: Every name the scenario used, with the kind of hold it was first used for (the clean check differs per kind).
     names: List[Tuple[str, Kind]] = field(default_factory=list)
     tasks: Dict[str, Spawned] = field(default_factory=dict)
+    #: When the previous and the current step began: ``min_elapsed_ms`` counts from the previous one.
+    previous_start: float = field(default_factory=time.monotonic)
+    current_start: float = field(default_factory=time.monotonic)
 
     def name(self, step: Dict[str, Any]) -> str:
         if "name_len" in step:
@@ -189,6 +192,7 @@ class Run:
     def step(self, step: Dict[str, Any]) -> None:
         """Runs one step, again every 20 ms within ``eventually_ms`` until it meets its expectations; raises
         StepFailed if it does not."""
+        self.previous_start, self.current_start = self.current_start, time.monotonic()
         bound = _ms(step.get("eventually_ms"))
         if bound is None:
             return self.step_once(step)
@@ -201,7 +205,7 @@ class Run:
                     raise StepFailed(f"not within {bound}s: {e}") from None
                 time.sleep(0.02)
 
-    def settle(self, step: Dict[str, Any], lease: Optional[fencelock.Lease], started: float) -> None:
+    def settle(self, step: Dict[str, Any], lease: Optional[fencelock.Lease]) -> None:
         """Checks an acquire's outcome against the step (``expect``, ``min_elapsed_ms``) and keeps the lease ``as``."""
         busy_expected = step.get("expect") == "busy"
         if lease is not None and busy_expected:
@@ -211,9 +215,10 @@ class Run:
             raise StepFailed("busy, expected to acquire")
         if lease is not None:
             min_elapsed = _ms(step.get("min_elapsed_ms"))
-            elapsed = time.monotonic() - started
+            # From the previous step's start: the hold this one waits out was written after it.
+            elapsed = time.monotonic() - self.previous_start
             if min_elapsed is not None and elapsed < min_elapsed:
-                raise StepFailed(f"acquired after {elapsed:.3f}s, sooner than {min_elapsed}s")
+                raise StepFailed(f"acquired {elapsed:.3f}s after the previous step began, sooner than {min_elapsed}s")
             if "as" in step:
                 self.leases[step["as"]] = lease
             else:
@@ -261,9 +266,9 @@ class Run:
             if "spawn" in step:
                 self.tasks[step["spawn"]] = Spawned(lambda: acquire(client, name, k, step, once))
                 return
-            self.settle(step, acquire(client, name, k, step, once), started)
+            self.settle(step, acquire(client, name, k, step, once))
         elif op == "join":
-            self.settle(step, self.tasks.pop(step["task"]).join(), started)
+            self.settle(step, self.tasks.pop(step["task"]).join())
         elif op == "expect_slot":
             mine = self._slot(self.lease(step, "lease"))
             if "eq" in step and mine != self._slot(self.lease(step, "eq")):

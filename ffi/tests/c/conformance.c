@@ -60,6 +60,8 @@ struct run {
     char message[1024];
     /* Why the step failed its expectations. */
     char fail[4096];
+    /* When the previous and the current step began, in µs: `min_elapsed_ms` counts from the previous one. */
+    long long previous_start, current_start;
 };
 
 /* Monotonic microseconds: elapsed times against a TTL less its drift (min_elapsed_ms) leave little slack for the
@@ -225,8 +227,7 @@ static void *task_main(void *arg) {
 }
 
 /* Checks an acquire's outcome against the step (`expect`, `min_elapsed_ms`) and keeps the lease `as`. */
-static bool settle(struct run *r, json_t *step, fencelock_status s, fencelock_lease *l, const char *error,
-                   long long started) {
+static bool settle(struct run *r, json_t *step, fencelock_status s, fencelock_lease *l, const char *error) {
     if (s != FENCELOCK_OK && s != FENCELOCK_BUSY) {
         r->status = s;
         snprintf(r->message, sizeof r->message, "%s", error);
@@ -239,10 +240,12 @@ static bool settle(struct run *r, json_t *step, fencelock_status s, fencelock_le
     }
     if (!l && !busy_expected) return failf(r, "busy, expected to acquire (%s)", error);
     if (!l) return true;
-    long long elapsed = now_us() - started;
+    /* From the previous step's start: the hold this one waits out was written after it. */
+    long long elapsed = now_us() - r->previous_start;
     if (has(step, "min_elapsed_ms") && elapsed < num(step, "min_elapsed_ms", 0) * 1000) {
         drop_lease(l);
-        return failf(r, "acquired after %.3f ms, sooner than %lld ms", elapsed / 1000.0, num(step, "min_elapsed_ms", 0));
+        return failf(r, "acquired %.3f ms after the previous step began, sooner than %lld ms", elapsed / 1000.0,
+                     num(step, "min_elapsed_ms", 0));
     }
     if (str(step, "as")) {
         drop_lease(put(r->leases, &r->n_leases, str(step, "as"), l));
@@ -299,7 +302,7 @@ static void error_outcome(struct run *r, fencelock_status s) {
 }
 
 /* Runs the step's operation: false when it failed an expectation of its own (r->fail); its status in r->status. */
-static bool op(struct run *r, json_t *step, const char *opname, long long started) {
+static bool op(struct run *r, json_t *step, const char *opname) {
     if (strcmp(opname, "connect") == 0) {
         const char *u = str(step, "url") ? str(step, "url") : r->url;
         if (strcmp(u, "$UNREACHABLE") == 0) u = r->unreachable;
@@ -339,7 +342,7 @@ static bool op(struct run *r, json_t *step, const char *opname, long long starte
         snprintf(error, sizeof error, "%s", s == FENCELOCK_OK ? "" : fencelock_last_error());
         free(name);
         free(owner);
-        return settle(r, step, s, l, error, started);
+        return settle(r, step, s, l, error);
     }
     if (strcmp(opname, "join") == 0) {
         struct task *t = NULL;
@@ -354,7 +357,7 @@ static bool op(struct run *r, json_t *step, const char *opname, long long starte
         t->joined = true;
         fencelock_lease *l = t->lease;
         t->lease = NULL;
-        return settle(r, step, t->status, l, t->error, started);
+        return settle(r, step, t->status, l, t->error);
     }
     if (strcmp(opname, "expect_slot") == 0) {
         int64_t mine = fencelock_lease_slot(lease(r, step, "lease"));
@@ -491,7 +494,7 @@ static bool step_once(struct run *r, json_t *step) {
     r->status = FENCELOCK_OK;
     r->message[0] = 0;
     long long started = now_us();
-    if (!op(r, step, opname, started)) return false;
+    if (!op(r, step, opname)) return false;
     long long elapsed = now_us() - started;
     if (has(step, "within_ms") && strcmp(opname, "expect_lost") != 0 && elapsed > num(step, "within_ms", 0) * 1000)
         return failf(r, "took %.3f ms, more than %lld ms", elapsed / 1000.0, num(step, "within_ms", 0));
@@ -509,6 +512,8 @@ static bool step_once(struct run *r, json_t *step) {
 
 /* Runs one step, again and again within `eventually_ms` until it meets its expectations. */
 static bool step(struct run *r, json_t *step) {
+    r->previous_start = r->current_start;
+    r->current_start = now_us();
     if (!has(step, "eventually_ms")) return step_once(r, step);
     long long bound = num(step, "eventually_ms", 0), deadline = now_ms() + bound;
     while (!step_once(r, step)) {

@@ -175,6 +175,9 @@ class ConformanceTest {
         final Map<String, Lease> leases = new HashMap<>();
         /** Every name the scenario used, with the kind of hold it was first used for (the clean check differs). */
         final Map<String, Hold> names = new LinkedHashMap<>();
+        /** When the previous and the current step began: {@code min_elapsed_ms} counts from the previous one. */
+        private long previousStart = System.nanoTime();
+        private long currentStart = previousStart;
         /** Acquires started with {@code spawn}, awaited by {@code join}. */
         final Map<String, CompletableFuture<Lease>> tasks = new HashMap<>();
 
@@ -254,6 +257,8 @@ class ConformanceTest {
 
         /** Runs one step, again and again within {@code eventually_ms} until it meets its expectations. */
         void step(JsonObject step) {
+            previousStart = currentStart;
+            currentStart = System.nanoTime();
             if (!step.has("eventually_ms")) {
                 stepOnce(step);
                 return;
@@ -283,7 +288,7 @@ class ConformanceTest {
             long started = System.nanoTime();
             LockException error = null;
             try {
-                op(op, step, started);
+                op(op, step);
             } catch (LockException e) {
                 error = e;
             }
@@ -337,7 +342,7 @@ class ConformanceTest {
             return out;
         }
 
-        private void op(String op, JsonObject step, long started) {
+        private void op(String op, JsonObject step) {
             switch (op) {
                 case "connect" -> {
                     String u = step.has("url") ? step.get("url").getAsString() : url;
@@ -371,7 +376,7 @@ class ConformanceTest {
                                 CompletableFuture.supplyAsync(() -> acquire(c, name, hold, opts, once)));
                         return;
                     }
-                    settle(step, acquire(c, name, hold, opts, once), started);
+                    settle(step, acquire(c, name, hold, opts, once));
                 }
                 case "join" -> {
                     CompletableFuture<Lease> task = tasks.remove(step.get("task").getAsString());
@@ -386,7 +391,7 @@ class ConformanceTest {
                     } catch (TimeoutException | InterruptedException e) {
                         throw new StepFailed("the spawned acquire did not finish: " + e);
                     }
-                    settle(step, lease, started);
+                    settle(step, lease);
                 }
                 case "expect_slot" -> {
                     int mine = slot(lease(step, "lease"));
@@ -474,7 +479,7 @@ class ConformanceTest {
         }
 
         /** Checks an acquire's outcome against the step ({@code expect}, {@code min_elapsed_ms}); keeps it {@code as}. */
-        private void settle(JsonObject step, Lease lease, long started) {
+        private void settle(JsonObject step, Lease lease) {
             boolean busyExpected = step.has("expect") && step.get("expect").getAsString().equals("busy");
             if (lease != null && busyExpected) {
                 lease.release();
@@ -487,9 +492,10 @@ class ConformanceTest {
                 return;
             }
             Duration minElapsed = ms(step, "min_elapsed_ms");
-            Duration elapsed = Duration.ofNanos(System.nanoTime() - started);
+            // From the previous step's start: the hold this one waits out was written after it.
+            Duration elapsed = Duration.ofNanos(System.nanoTime() - previousStart);
             if (minElapsed != null && elapsed.compareTo(minElapsed) < 0) {
-                throw new StepFailed("acquired after " + elapsed + ", sooner than " + minElapsed);
+                throw new StepFailed("acquired " + elapsed + " after the previous step began, sooner than " + minElapsed);
             }
             if (step.has("as")) {
                 leases.put(step.get("as").getAsString(), lease);
