@@ -711,9 +711,10 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
         }
         let addrs: Vec<SocketAddr> = proxies.iter().map(|p| p.addr).collect();
         let lang = if i == args.clients { Lang::Go } else { langs[i % langs.len()] };
-        // Node cannot read the raw clock, so only Rust and Python workers get libfaketime (the first of each); Go
-        // does not go through libc at all.
-        let clock = (clocked && i < 2 && lang != Lang::Go).then(|| data.0.join(format!("clock-c{}", i + 1)));
+        // Node cannot read the raw clock (its stamps would move with the fake one), so only Rust and Python workers
+        // get libfaketime, the first two slots that are either; Go does not go through libc at all.
+        let clock = (clocked && i < 2 && matches!(lang, Lang::Rust | Lang::Python))
+            .then(|| data.0.join(format!("clock-c{}", i + 1)));
         if let Some(f) = &clock {
             std::fs::write(f, "+0\n").map_err(|e| e.to_string())?;
         }
