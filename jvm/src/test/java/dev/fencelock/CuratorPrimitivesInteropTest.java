@@ -14,6 +14,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
@@ -79,7 +80,7 @@ class CuratorPrimitivesInteropTest {
     /** Whether Curator's read or write lock can be had at once (released again if so). */
     private static boolean curatorGets(InterProcessReadWriteLock rw, boolean write) throws Exception {
         return onThread(() -> {
-            var side = write ? rw.writeLock() : rw.readLock();
+            InterProcessMutex side = write ? rw.writeLock() : rw.readLock();
             boolean got = side.acquire(300, TimeUnit.MILLISECONDS);
             if (got) {
                 side.release();
