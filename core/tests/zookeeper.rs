@@ -445,3 +445,77 @@ async fn a_request_cut_off_by_a_partition_is_unavailable() {
     a.close().await;
     raw.assert_clean().await;
 }
+
+/// `_c_<uuid>-<marker><seq10>`: a protected Curator node of the given marker.
+fn is_protected(name: &str, marker: &str) -> bool {
+    let Some(rest) = name.strip_prefix("_c_") else { return false };
+    let Some((id, seq)) = rest.split_once(&format!("-{marker}")) else { return false };
+    uuid::Uuid::parse_str(id).is_ok() && seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_nodes_follow_curator_and_a_cancelled_reader_leaves_none() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("rw");
+    let client = Client::connect(&url).await.unwrap();
+    let rw = client.rw_lock(&dir);
+    let write = rw.write(&fast().owner("w")).await.unwrap();
+    let nodes = raw.children(&dir).await;
+    assert!(nodes.len() == 1 && is_protected(&nodes[0], "__WRIT__"), "{nodes:?}");
+
+    // Another client: this one's local queue would keep its reader from queueing on the server.
+    let other = Client::connect(&url).await.unwrap();
+    let reader = {
+        let rw = other.rw_lock(&dir);
+        tokio::spawn(async move { rw.read(&fast().owner("r")).await })
+    };
+    let nodes = raw.await_children(&dir, 2).await;
+    assert!(nodes.iter().any(|n| is_protected(n, "__READ__")), "{nodes:?}");
+    reader.abort();
+    assert!(reader.await.unwrap_err().is_cancelled());
+    raw.await_children(&dir, 1).await;
+
+    // A deleted read node is a lost lease, as for the mutex.
+    write.release().await.unwrap();
+    let read = rw.read(&LockOptions::default().ttl(Duration::from_millis(300)).owner("r")).await.unwrap();
+    let node = raw.children(&dir).await.pop().unwrap();
+    raw.zk.delete(&format!("{dir}/{node}"), None).await.unwrap();
+    tokio::time::timeout(BOUND, read.lost()).await.expect("the watchdog notices the read node is gone");
+    other.close().await;
+    client.close().await;
+    raw.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_are_curator_leases_and_a_cancelled_waiter_leaves_none() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("sem");
+    let client = Client::connect(&url).await.unwrap();
+    let sem = client.semaphore(&dir, 1);
+    let held = sem.acquire(&fast().owner("a")).await.unwrap();
+    assert_eq!(held.slot(), Some(0));
+    let leases = raw.children(&format!("{dir}/leases")).await;
+    assert!(leases.len() == 1 && is_protected(&leases[0], "lease-"), "{leases:?}");
+    assert!(raw.children(&format!("{dir}/locks")).await.is_empty(), "the internal mutex goes at the grant");
+
+    // The waiter holds the internal mutex and a lease beyond N, as Curator's does, until cancelled.
+    let waiter = {
+        let sem = client.semaphore(&dir, 1);
+        tokio::spawn(async move { sem.acquire(&fast().owner("b")).await })
+    };
+    raw.await_children(&format!("{dir}/leases"), 2).await;
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    raw.await_children(&format!("{dir}/leases"), 1).await;
+    raw.await_children(&format!("{dir}/locks"), 0).await;
+    assert_eq!(sem.available().await.unwrap(), 0);
+    assert_eq!(client.semaphore(&dir, 2).available().await.unwrap_err().kind(), ErrorKind::InvalidArgument);
+
+    held.release().await.unwrap();
+    let permit = sem.acquire(&LockOptions::default().ttl(Duration::from_millis(300)).owner("c")).await.unwrap();
+    let lease = raw.children(&format!("{dir}/leases")).await.pop().unwrap();
+    raw.zk.delete(&format!("{dir}/leases/{lease}"), None).await.unwrap();
+    tokio::time::timeout(BOUND, permit.lost()).await.expect("the watchdog notices the lease is gone");
+    client.close().await;
+    raw.assert_clean().await;
+}

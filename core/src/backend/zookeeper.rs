@@ -1,5 +1,6 @@
-//! `zk://[user:password@]h1:2181,h2:2181[/chroot][?tls=true&ca=…&cert=…&key=…]`: Curator's `InterProcessMutex`
-//! recipe on the raw ZooKeeper API, so Curator clients and fencelock exclude each other on the same path.
+//! `zk://[user:password@]h1:2181,h2:2181[/chroot][?tls=true&ca=…&cert=…&key=…]`: Curator's `InterProcessMutex`,
+//! `InterProcessReadWriteLock` (`rwlock.rs`) and `InterProcessSemaphoreV2` (`semaphore.rs`) recipes on the raw
+//! ZooKeeper API, so Curator clients and fencelock exclude each other (or count each other's leases) on one path.
 //!
 //! Security: the user-info is digest authentication. With it, every node fencelock creates (lock nodes, their
 //! directories, the chroot, fence registers) gets the creator-only ACL (ZooKeeper's `auth` scheme: the identities the
@@ -29,7 +30,9 @@
 mod cleanup;
 mod entry;
 mod layout;
+mod rwlock;
 mod secure;
+mod semaphore;
 mod session;
 mod shared;
 mod target;
@@ -45,9 +48,12 @@ use zookeeper_client as zk;
 use self::entry::QueueEntry;
 use self::layout::lock_dir;
 use self::secure::Secure;
+use self::semaphore::SemAttempt;
 use self::session::LiveSession;
 use self::shared::Shared;
-use super::{AcquireRequest, Backend, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held};
+use super::{
+    AcquireRequest, Backend, Capability, Grant, HoldKind, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
+};
 use super::{Backoff, Host, decode_register, encode_register, redact};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
@@ -57,7 +63,9 @@ const PAUSE_FIRST: Duration = Duration::from_millis(50);
 const PAUSE_LONGEST: Duration = Duration::from_secs(1);
 /// The port of a ZooKeeper host that names none.
 const ZK_PORT: u16 = 2181;
-/// Where fence registers live, apart from every lock path.
+/// Where fencelock's own nodes live, apart from every lock path: fence registers, read-write epochs, semaphore
+/// permits and slots.
+const FENCELOCK_ROOT: &str = "/fencelock";
 const FENCES: &str = "/fencelock/fences";
 /// How often one call retries a lost connection, a reaped directory or a vanished node before giving up.
 const TRIES: usize = 5;
@@ -66,6 +74,7 @@ const TRIES: usize = 5;
 #[derive(Debug)]
 struct Modes {
     ephemeral_sequential: zk::CreateOptions<'static>,
+    ephemeral: zk::CreateOptions<'static>,
     persistent: zk::CreateOptions<'static>,
     container: zk::CreateOptions<'static>,
 }
@@ -75,6 +84,7 @@ impl Modes {
         let acls = if authenticated { zk::Acls::creator_all() } else { zk::Acls::anyone_all() };
         Modes {
             ephemeral_sequential: zk::CreateMode::EphemeralSequential.with_acls(acls),
+            ephemeral: zk::CreateMode::Ephemeral.with_acls(acls),
             persistent: zk::CreateMode::Persistent.with_acls(acls),
             container: zk::CreateMode::Container.with_acls(acls),
         }
@@ -173,14 +183,7 @@ impl ZkBackend {
 #[async_trait]
 impl Backend for ZkBackend {
     fn capability(&self) -> Capability {
-        Capability {
-            fencing: true,
-            native_wait: true,
-            fair: true,
-            session_bound: true,
-            rw_lock: false,
-            semaphore: false,
-        }
+        Capability { fencing: true, native_wait: true, fair: true, session_bound: true, rw_lock: true, semaphore: true }
     }
 
     fn describe(&self) -> &str {
@@ -193,7 +196,10 @@ impl Backend for ZkBackend {
     }
 
     fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
-        Box::new(QueueEntry::new(self.shared.clone(), req, undo))
+        match req.kind {
+            HoldKind::Permit { permits } => Box::new(SemAttempt::new(self.shared.clone(), req, permits, undo)),
+            _ => Box::new(QueueEntry::new(self.shared.clone(), req, Some(undo))),
+        }
     }
 
     async fn renew(&self, grant: &Grant, _ttl: Duration) -> Result<()> {
@@ -207,6 +213,9 @@ impl Backend for ZkBackend {
         let s = &self.shared;
         let Some(zk) = s.session.current() else { return Err(s.err(zk::Error::ClientClosed)) };
         let node = grant.key.as_deref().ok_or_else(|| Error::internal("zk grant without a node path"))?;
+        if matches!(grant.kind, HoldKind::Permit { .. }) {
+            semaphore::release_slot(s, &zk, grant).await?;
+        }
         // Past the session timeout without a reply, the server has expired the session or answers again.
         let until = Instant::now() + s.session.timeout.max(zk.session_timeout());
         let mut backoff = Backoff::new(PAUSE_FIRST, PAUSE_LONGEST, until);
@@ -268,6 +277,10 @@ impl Backend for ZkBackend {
             }
         }
         Err(Error::unavailable(format!("{}: lock {name:?} kept changing hands", s.url)))
+    }
+
+    async fn available(&self, name: &str, permits: u32) -> Result<u32> {
+        semaphore::available(&self.shared, name, permits).await
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {

@@ -1,5 +1,6 @@
-//! One acquire's queue entry: the EPHEMERAL_SEQUENTIAL node `<dir>/_c_<uuid>-lock-<seq10>`, found again by its
-//! protected prefix after a lost create reply, and the watch of its predecessor.
+//! One acquire's queue entry: the EPHEMERAL_SEQUENTIAL node `<dir>/_c_<uuid>-<marker><seq10>` (`lock-`, or a
+//! read-write lock's `__READ__`/`__WRIT__`), found again by its protected prefix after a lost create reply, and the
+//! watch of the node in its way (`rwlock.rs` says which that is for a read-write lock).
 
 use std::sync::Arc;
 
@@ -8,10 +9,11 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::cleanup::{Leftover, delete};
-use super::layout::{LOCK_NAME, PROTECTED, lock_dir, queue};
+use super::layout::{PROTECTED, lock_dir, marker, queue};
+use super::rwlock::{Turn, rw_turn};
 use super::shared::Shared;
 use super::{TRIES, is_connection_loss};
-use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Pending, Undo};
+use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, HoldKind, Pending, Undo};
 use crate::error::{Error, Result};
 
 /// Our node once its create was answered.
@@ -32,13 +34,16 @@ pub(super) struct QueueEntry {
     // A create may have reached the server: look for the node by prefix before creating another.
     sent: bool,
     predecessor: Option<String>,
+    // A writer that waited draws a fresh token at its grant (rwlock.rs).
+    waited: bool,
     granted: bool,
     doubt: Doubt,
-    undo: Undo,
+    // `None`: the owner (a semaphore's attempt) undoes this entry along with its own nodes.
+    undo: Option<Undo>,
 }
 
 impl QueueEntry {
-    pub(super) fn new(shared: Arc<Shared>, req: AcquireRequest, undo: Undo) -> Self {
+    pub(super) fn new(shared: Arc<Shared>, req: AcquireRequest, undo: Option<Undo>) -> Self {
         let (dir, uuid) = (lock_dir(&req.name), uuid::Uuid::new_v4().to_string());
         QueueEntry {
             shared,
@@ -48,6 +53,7 @@ impl QueueEntry {
             node: None,
             sent: false,
             predecessor: None,
+            waited: false,
             granted: false,
             doubt: Doubt::default(),
             undo,
@@ -58,9 +64,9 @@ impl QueueEntry {
         self.dir.as_deref().unwrap_or_default()
     }
 
-    /// `_c_<uuid>-lock-`: the node name before the server appends the sequence.
+    /// `_c_<uuid>-<marker>`: the node name before the server appends the sequence.
     fn node_prefix(&self) -> String {
-        format!("{PROTECTED}{}-{LOCK_NAME}", self.uuid)
+        format!("{PROTECTED}{}-{}", self.uuid, marker(self.req.kind))
     }
 
     fn path(&self, node: &str) -> String {
@@ -109,7 +115,7 @@ impl QueueEntry {
             };
             match listed {
                 Ok(children) => {
-                    let queue = queue(children);
+                    let queue = queue(children, self.req.kind);
                     if self.node.as_ref().is_some_and(|n| queue.contains(&n.name)) {
                         return Ok(queue);
                     }
@@ -141,19 +147,43 @@ impl QueueEntry {
             return Err(e.clone());
         }
         let zk = s.client().await?;
-        let queue = self.enqueue(zk).await.map_err(|e| s.err(e))?;
+        let queue = self.enqueue(zk.clone()).await.map_err(|e| s.err(e))?;
         let node = self.node.clone().ok_or_else(|| Error::internal("zk: queued without a node"))?;
-        match queue.iter().position(|n| *n == node.name) {
-            Some(0) => {
-                self.granted = true;
-                Ok(Attempt::Acquired(self.req.grant(node.czxid, Some(self.path(&node.name)))))
+        let Some(i) = queue.iter().position(|n| *n == node.name) else {
+            return Err(Error::internal("zk: our node is missing from the queue it was found in"));
+        };
+        let turn = match self.req.kind {
+            HoldKind::Read | HoldKind::Write => {
+                let path = self.path(&node.name);
+                rw_turn(&s, &zk, &self.req, self.dir(), &queue, i, (&path, node.czxid), self.waited)
+                    .await
+                    .map_err(|e| s.err(e))?
             }
-            Some(i) => {
-                self.predecessor = Some(queue[i - 1].clone());
+            _ if i == 0 => Turn::Held(node.czxid),
+            _ => Turn::Behind(queue[i - 1].clone()),
+        };
+        match turn {
+            Turn::Held(token) => {
+                self.granted = true;
+                Ok(Attempt::Acquired(self.req.grant(token, Some(self.path(&node.name)))))
+            }
+            Turn::Behind(blocker) => {
+                (self.predecessor, self.waited) = (Some(blocker), true);
                 Ok(Attempt::Busy(Busy { holder_ttl: None }))
             }
-            None => Err(Error::internal("zk: our node is missing from the queue it was found in")),
         }
+    }
+
+    /// What dropping this entry leaves to delete, and whether its last request is in doubt; `None` once granted or
+    /// if it never sent a create.
+    pub(super) fn leftover(&mut self) -> Option<(Leftover, bool)> {
+        if self.granted || !self.sent {
+            return None;
+        }
+        let zk = self.shared.session.current()?;
+        let sent = self.node.take().map(|node| Box::pin(zk.delete(&self.path(&node.name), None)) as _);
+        self.sent = false;
+        Some((Leftover { dir: self.dir().to_string(), uuid: self.uuid.clone(), sent }, self.doubt.is_set()))
     }
 }
 
@@ -186,13 +216,12 @@ impl Pending for QueueEntry {
 
 impl Drop for QueueEntry {
     fn drop(&mut self) {
-        if self.granted || !self.sent {
+        if self.undo.is_none() {
             return;
         }
-        let Some(zk) = self.shared.session.current() else { return };
-        let sent = self.node.take().map(|node| Box::pin(zk.delete(&self.path(&node.name), None)) as _);
-        let leftover = Leftover { dir: self.dir().to_string(), uuid: self.uuid.clone(), sent };
+        let Some((leftover, in_doubt)) = self.leftover() else { return };
         let task = delete(self.shared.clone(), leftover);
-        if self.doubt.is_set() { self.undo.in_doubt(task) } else { self.undo.entry(task) }
+        let Some(undo) = &self.undo else { return };
+        if in_doubt { undo.in_doubt(task) } else { undo.entry(task) }
     }
 }

@@ -7,6 +7,7 @@ use zookeeper_client as zk;
 use super::auth_failed;
 use super::layout::{PROTECTED, queue};
 use super::session::LiveSession;
+use crate::backend::HoldKind;
 use crate::error::{Error, ErrorKind, Result};
 
 /// State shared by the backend and its attempts.
@@ -55,10 +56,10 @@ impl Shared {
         }
     }
 
-    /// The queue of `dir` in order, empty if the directory does not exist.
+    /// The mutex queue of `dir` in order, empty if the directory does not exist.
     pub(super) async fn queue_of(&self, zk: &zk::Client, dir: &str) -> Result<Vec<String>, zk::Error> {
         match self.rpc(zk.list_children(dir)).await {
-            Ok(children) => Ok(queue(children)),
+            Ok(children) => Ok(queue(children, HoldKind::Exclusive)),
             Err(zk::Error::NoNode) => Ok(Vec::new()),
             Err(e) => Err(e),
         }
