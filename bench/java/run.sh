@@ -3,7 +3,8 @@
 #   - uncontended acquire+release on Redis: fencelock-bench's figure 1 (Rust), fencelock from Java, Redisson's RLock;
 #     ratio Java/Rust with its target (≥ 0.8); Redisson's RFairLock beside it;
 #   - contended hand-off (8 threads) on Redis: fencelock Java vs Redisson's RLock and RFairLock;
-#   - ZooKeeper: uncontended and hand-off, fencelock Java vs Curator's InterProcessMutex.
+#   - ZooKeeper: uncontended and hand-off, fencelock Java vs Curator's InterProcessMutex;
+#   - read holds (8 threads) and a 4-permit semaphore vs Redisson's and Curator's, and vs fencelock's own mutex.
 # Release builds of the native library and of fencelock-bench (built here if missing); the Java harness loads the
 # release library through java.library.path. Servers: FENCELOCK_TEST_REDIS and FENCELOCK_TEST_ZK.
 # Usage: bench/java/run.sh [--seconds N]    (N: length of each timed phase, default 3)
@@ -19,7 +20,7 @@ while (($#)); do
         shift 2
         ;;
     *)
-        sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         [[ $1 == -h || $1 == --help ]] && exit 0
         exit 2
         ;;
