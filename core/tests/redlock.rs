@@ -548,12 +548,18 @@ async fn a_stopped_instance_is_marked_down_and_rejoins_when_resumed() {
     let limit = Duration::from_secs(5);
     let until = Instant::now() + limit;
     // Five quiet cycles in a row, not one: a cycle returns on the majority, so on a loaded machine its request to
-    // instance 1 may reach the proxy only after the count was read.
-    let mut quiet = 0;
-    while quiet < 5 {
+    // instance 1 may reach the proxy only after the count was read. And quiet for three instance timeouts: cycles
+    // take a millisecond, so five can pass while the hung request still waits out its timeout, the instance not
+    // yet down.
+    let (mut quiet, mut last_asked) = (0, Instant::now());
+    while quiet < 5 || last_asked.elapsed() < Duration::from_millis(600) {
         let before = requests.load(Ordering::SeqCst);
         cycle().await;
-        quiet = if requests.load(Ordering::SeqCst) == before { quiet + 1 } else { 0 };
+        if requests.load(Ordering::SeqCst) == before {
+            quiet += 1;
+        } else {
+            (quiet, last_asked) = (0, Instant::now());
+        }
         assert!(Instant::now() < until, "instance 1 is still asked {limit:?} after SIGSTOP");
     }
     // From then on it is not asked, and locks work on the other two. One request of the cycles before may still
