@@ -38,20 +38,13 @@ class CuratorInteropTest {
     @BeforeAll
     static void connect() throws InterruptedException {
         String url = Services.zk();
-        curator = CuratorFrameworkFactory.newClient(Services.hostPort(url), 30_000, 10_000, new RetryOneTime(200));
-        curator.start();
-        assertTrue(curator.blockUntilConnected(20, TimeUnit.SECONDS), "Curator connects to " + url);
+        curator = Curators.connect(url);
         fencelock = FencelockClient.connect(url);
     }
 
     @AfterAll
     static void close() {
-        if (fencelock != null) {
-            fencelock.close();
-        }
-        if (curator != null) {
-            curator.close();
-        }
+        Curators.close(curator, fencelock);
     }
 
     /** Waits (bounded) until the lock path has {@code n} contender nodes. */

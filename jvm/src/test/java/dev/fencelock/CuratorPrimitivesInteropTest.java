@@ -13,12 +13,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
-import org.apache.curator.retry.RetryOneTime;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -39,20 +37,13 @@ class CuratorPrimitivesInteropTest {
     @BeforeAll
     static void connect() throws InterruptedException {
         String url = Services.zk();
-        curator = CuratorFrameworkFactory.newClient(Services.hostPort(url), 30_000, 10_000, new RetryOneTime(200));
-        curator.start();
-        assertTrue(curator.blockUntilConnected(20, TimeUnit.SECONDS), "Curator connects to " + url);
+        curator = Curators.connect(url);
         fencelock = FencelockClient.connect(url);
     }
 
     @AfterAll
     static void close() {
-        if (fencelock != null) {
-            fencelock.close();
-        }
-        if (curator != null) {
-            curator.close();
-        }
+        Curators.close(curator, fencelock);
     }
 
     /** Runs {@code body} on a thread of its own (Curator's locks belong to their thread) and waits for it. */
