@@ -11,7 +11,7 @@ use zookeeper_client as zk;
 use super::cleanup::{Leftover, delete};
 use super::layout::{PROTECTED, lock_dir, marker, queue};
 use super::rwlock::{Turn, rw_turn};
-use super::shared::Shared;
+use super::shared::{Shared, until_fired};
 use super::{TRIES, is_connection_loss};
 use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, HoldKind, Pending, Undo};
 use crate::error::{Error, Result};
@@ -206,10 +206,7 @@ impl Pending for QueueEntry {
             }
             // The handle goes here, so a client closed while we wait ends its session at once.
         };
-        match deadline {
-            Some(d) => drop(tokio::time::timeout_at(d, watcher.changed()).await),
-            None => drop(watcher.changed().await),
-        }
+        until_fired(watcher, deadline).await;
         Ok(())
     }
 }

@@ -24,7 +24,7 @@ use zookeeper_client as zk;
 use super::cleanup::{Leftover, delete};
 use super::entry::QueueEntry;
 use super::layout::{LEASE_NAME, PROTECTED, lock_dir, semaphore_dirs};
-use super::shared::Shared;
+use super::shared::{Shared, until_fired};
 use super::{FENCELOCK_ROOT, TRIES, is_connection_loss};
 use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Grant, HoldKind, Pending, Undo, permits_mismatch};
 use crate::error::Result;
@@ -243,10 +243,7 @@ impl Pending for SemAttempt {
                 Err(e) => return Err(s.err(e)),
             }
         };
-        match deadline {
-            Some(d) => drop(tokio::time::timeout_at(d, watcher.changed()).await),
-            None => drop(watcher.changed().await),
-        }
+        until_fired(watcher, deadline).await;
         Ok(())
     }
 }

@@ -83,3 +83,11 @@ impl Shared {
         Ok(())
     }
 }
+
+/// Waits until `watcher` fires or `deadline` passes, whichever is first; a waiter then looks again either way.
+pub(super) async fn until_fired(watcher: zk::OneshotWatcher, deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => drop(tokio::time::timeout_at(d, watcher.changed()).await),
+        None => drop(watcher.changed().await),
+    }
+}
