@@ -519,3 +519,35 @@ async fn permits_are_curator_leases_and_a_cancelled_waiter_leaves_none() {
     client.close().await;
     raw.assert_clean().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_looping_on_many_sessions_all_get_through() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("readers");
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(Client::connect(&url).await.unwrap());
+    }
+    // Each new run of reads rewrites the epoch node: many sessions starting runs at once contend on its version.
+    let loops: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(i, client)| {
+            let rw = client.rw_lock(&dir);
+            tokio::spawn(async move {
+                for n in 0..150 {
+                    let read = rw.read(&fast().owner(format!("r{i}"))).await;
+                    let read = read.unwrap_or_else(|e| panic!("reader {i}, hold {n}: {e}"));
+                    read.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for l in loops {
+        tokio::time::timeout(BOUND * 6, l).await.expect("the readers finish").unwrap();
+    }
+    for client in clients {
+        client.close().await;
+    }
+    raw.assert_clean().await;
+}

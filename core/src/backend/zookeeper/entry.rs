@@ -155,9 +155,7 @@ impl QueueEntry {
         let turn = match self.req.kind {
             HoldKind::Read | HoldKind::Write => {
                 let path = self.path(&node.name);
-                rw_turn(&s, &zk, &self.req, self.dir(), &queue, i, (&path, node.czxid), self.waited)
-                    .await
-                    .map_err(|e| s.err(e))?
+                rw_turn(&s, &zk, &self.req, self.dir(), &queue, i, (&path, node.czxid), self.waited).await?
             }
             _ if i == 0 => Turn::Held(node.czxid),
             _ => Turn::Behind(queue[i - 1].clone()),

@@ -48,15 +48,23 @@ pub(super) fn semaphore_dirs(dir: &str) -> (String, String) {
 /// children (a nested lock's directory) are no contenders; Curator would count them, which only makes it wait
 /// longer, never hold alongside us.
 pub(super) fn queue(children: Vec<String>, kind: HoldKind) -> Vec<String> {
-    let markers: &[&str] = match kind {
+    let markers = family(kind);
+    let mut queue: Vec<String> = children.into_iter().filter(|c| markers.iter().any(|m| c.contains(m))).collect();
+    queue.sort_by(|a, b| sequence(a, kind).cmp(sequence(b, kind)));
+    queue
+}
+
+/// The markers of `kind`'s family: nodes with any of them queue together.
+fn family(kind: HoldKind) -> &'static [&'static str] {
+    match kind {
         HoldKind::Read | HoldKind::Write => &[READ_NAME, WRITE_NAME],
         _ => &[LOCK_NAME],
-    };
-    let key =
-        |node: &str| markers.iter().find_map(|m| node.rsplit_once(m)).map_or(String::new(), |(_, seq)| seq.to_string());
-    let mut queue: Vec<String> = children.into_iter().filter(|c| markers.iter().any(|m| c.contains(m))).collect();
-    queue.sort_by_cached_key(|node| key(node));
-    queue
+    }
+}
+
+/// The text after `node`'s marker, by which Curator orders its family (empty without a marker).
+pub(super) fn sequence(node: &str, kind: HoldKind) -> &str {
+    family(kind).iter().find_map(|m| node.rsplit_once(m)).map_or("", |(_, seq)| seq)
 }
 
 #[cfg(test)]

@@ -17,12 +17,14 @@
 //!
 //! An uncontended read is three round trips (queue, epoch, draw) plus the release; a write one plus the release.
 
+use tokio::time::Instant;
 use zookeeper_client as zk;
 
-use super::layout::is_writer;
+use super::FENCELOCK_ROOT;
+use super::layout::{is_writer, sequence};
 use super::shared::Shared;
-use super::{FENCELOCK_ROOT, TRIES};
 use crate::backend::{AcquireRequest, HoldKind};
+use crate::error::{Error, Result};
 
 /// The epoch mark of a reader that downgraded, after its node name.
 const DOWNGRADE: &str = "downgrade";
@@ -59,7 +61,7 @@ pub(super) async fn rw_turn(
     i: usize,
     mine: (&str, u64),
     waited: bool,
-) -> Result<Turn, zk::Error> {
+) -> Result<Turn> {
     let (path, czxid) = mine;
     let ours = &queue[i];
     if req.kind == HoldKind::Write {
@@ -77,10 +79,10 @@ pub(super) async fn rw_turn(
                 }
             }
             Err(zk::Error::NoNode) => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(s.err(e)),
         }
         // The same data: only the mzxid changes. Curator's waiters watching our node look again and wait on.
-        let stat = s.rpc(zk.set_data(path, req.holder.as_bytes(), None)).await?;
+        let stat = s.rpc(zk.set_data(path, req.holder.as_bytes(), None)).await.map_err(|e| s.err(e))?;
         return Ok(Turn::Held(stat.mzxid as u64));
     }
     let mut downgrade = false;
@@ -90,7 +92,7 @@ pub(super) async fn rw_turn(
             && match s.rpc(zk.get_data(&format!("{dir}/{first}"))).await {
                 Ok((data, _)) => data == req.holder.as_bytes(),
                 Err(zk::Error::NoNode) => false,
-                Err(e) => return Err(e),
+                Err(e) => return Err(s.err(e)),
             };
         if !downgrade {
             return Ok(Turn::Behind(writer.clone()));
@@ -98,18 +100,21 @@ pub(super) async fn rw_turn(
     }
     let epoch = epoch_path(dir);
     let mark = if downgrade { format!("{ours}\n{DOWNGRADE}") } else { ours.clone() };
-    for _ in 0..TRIES {
+    // Each lost race means another reader started a run, so the readers as a whole move on; one reader may lose
+    // many in a row when holds are short, so the bound is time, not a count.
+    let until = Instant::now() + s.request_timeout;
+    while Instant::now() < until {
         match s.rpc(zk.get_data(&epoch)).await {
             Ok((data, stat)) => {
                 let (node, _) = parse_epoch(&data);
-                if !downgrade && node != *ours && queue.contains(&node) {
+                if !downgrade && node != *ours && run_goes_on(s, zk, dir, queue, &node).await? {
                     return Ok(Turn::Held(stat.mzxid as u64));
                 }
                 match s.rpc(zk.set_data(&epoch, mark.as_bytes(), Some(stat.version))).await {
                     Ok(stat) => return Ok(Turn::Held(stat.mzxid as u64)),
-                    // Another reader started a run meanwhile: join it.
+                    // Another reader started a run meanwhile: join it if it still goes on.
                     Err(zk::Error::BadVersion) => continue,
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(s.err(e)),
                 }
             }
             Err(zk::Error::NoNode) => {
@@ -118,15 +123,35 @@ pub(super) async fn rw_turn(
                     Err(zk::Error::NodeExists) => continue,
                     Err(zk::Error::NoNode) => {
                         let parent = epoch.rsplit_once('/').map_or(FENCELOCK_ROOT, |(p, _)| p);
-                        s.make_dirs(zk, parent).await?;
+                        s.make_dirs(zk, parent).await.map_err(|e| s.err(e))?;
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(s.err(e)),
                 }
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(s.err(e)),
         }
     }
-    Err(zk::Error::ConnectionLoss)
+    Err(Error::unavailable(format!(
+        "{}: {epoch} kept changing: other readers started runs faster than this one could join one",
+        s.url
+    )))
+}
+
+/// Whether the read run named in the epoch node still holds: its reader's node stands. One in `queue` (our listing,
+/// made after our node) stood then; a later one (its sequence after ours, so no writer could hold between its grant
+/// and ours) must be looked up. Either way no write hold came between its token and now.
+async fn run_goes_on(s: &Shared, zk: &zk::Client, dir: &str, queue: &[String], node: &str) -> Result<bool> {
+    if node.is_empty() || queue.iter().any(|n| n == node) {
+        return Ok(!node.is_empty());
+    }
+    let later = queue.last().is_some_and(|last| sequence(node, HoldKind::Read) > sequence(last, HoldKind::Read));
+    if !later {
+        return Ok(false);
+    }
+    match s.rpc(zk.check_stat(&format!("{dir}/{node}"))).await {
+        Ok(stat) => Ok(stat.is_some()),
+        Err(e) => Err(s.err(e)),
+    }
 }
 
 #[cfg(test)]
