@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fencelock::{Client, ErrorKind, LockOptions};
+use fencelock::{Client, ClientOptions, ErrorKind, LockOptions};
 use support::etcd_raw::Raw;
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
@@ -122,6 +122,9 @@ async fn a_held_lock_survives_the_leader_being_killed() {
         assert!(Instant::now() < deadline, "the waiters never queued");
         sleep(POLL).await;
     }
+    // The waiters' allowance for an outage must count from the outage, not from the start of their wait: they have
+    // waited longer than it when the leader dies.
+    sleep(ClientOptions::default().request_timeout + POLL).await;
 
     let leader = cluster.leader(&members).await;
     let killed_at = Instant::now();

@@ -280,13 +280,18 @@ impl EtcdBackend {
             match stream.message().await {
                 Ok(Some(resp)) if resp.canceled || deleted(&resp) => return Ok(()),
                 Ok(Some(_)) => {}
-                // A broken watch: the caller's next Txn (on the next endpoint) finds out where things stand.
-                Ok(None) | Err(_) => {
-                    self.rpc.demote(endpoint);
-                    return Ok(());
-                }
+                Ok(None) => return Err(self.broken_watch(endpoint, None)),
+                Err(e) => return Err(self.broken_watch(endpoint, Some(e))),
             }
         }
+    }
+
+    /// A watch stream that broke: its endpoint loses the preference and the waiter gets `Unavailable`, so that
+    /// `wait_out` watches again (on the next endpoint) once the cluster answers, rather than have the next Txn meet
+    /// an election in progress.
+    fn broken_watch(&self, endpoint: usize, e: Option<EtcdError>) -> Error {
+        self.rpc.demote(endpoint);
+        self.err(e.unwrap_or_else(|| EtcdError::unavailable("the watch stream ended")))
     }
 
     async fn fence_put(&self, key: &str, token: u64, value: &[u8]) -> Result<()> {

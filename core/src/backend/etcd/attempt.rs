@@ -131,7 +131,9 @@ impl Pending for EtcdAttempt {
 }
 
 /// Runs `watch` until it ends or `deadline` passes (a wake-up either way). A waiter rides out a leader election
-/// (every member refuses for a moment) for up to one request timeout; its key lives on the client's lease meanwhile.
+/// (every member refuses for a moment) for up to one request timeout from the first refusal of a run; its key lives
+/// on the client's lease meanwhile. A watch that lasted two request timeouts had been answered, so a refusal after it
+/// starts a new run: the allowance is for the outage, not for the wait.
 pub(super) async fn wait_out<F, Fut>(
     backend: &EtcdBackend,
     name: &str,
@@ -143,14 +145,23 @@ where
     Fut: std::future::Future<Output = Result<()>>,
 {
     let waiting = async {
-        let mut backoff = Backoff::new(RETRY_FIRST, RETRY_LONGEST, Instant::now() + backend.request_timeout);
+        let mut outage: Option<Backoff> = None;
         loop {
-            match watch().await {
-                Err(e) if e.kind() == ErrorKind::Unavailable && backoff.wait().await => {
-                    tracing::debug!(lock = %name, error = %e, "etcd unavailable while waiting; retrying");
-                }
+            let began = Instant::now();
+            let e = match watch().await {
+                Err(e) if e.kind() == ErrorKind::Unavailable => e,
                 outcome => return outcome,
+            };
+            if began.elapsed() >= 2 * backend.request_timeout {
+                outage = None;
             }
+            let backoff = outage.get_or_insert_with(|| {
+                Backoff::new(RETRY_FIRST, RETRY_LONGEST, Instant::now() + backend.request_timeout)
+            });
+            if !backoff.wait().await {
+                return Err(e);
+            }
+            tracing::debug!(lock = %name, error = %e, "etcd unavailable while waiting; retrying");
         }
     };
     match deadline {

@@ -293,10 +293,8 @@ impl SemAttempt {
             let resp = match stream.message().await {
                 Ok(Some(resp)) if !resp.canceled => resp,
                 Ok(Some(_)) => return Ok(()),
-                Ok(None) | Err(_) => {
-                    rpc.demote(endpoint);
-                    return Ok(());
-                }
+                Ok(None) => return Err(self.backend.broken_watch(endpoint, None)),
+                Err(e) => return Err(self.backend.broken_watch(endpoint, Some(e))),
             };
             for event in &resp.events {
                 let Some(kv) = event.kv.as_ref() else { continue };
