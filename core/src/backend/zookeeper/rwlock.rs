@@ -11,11 +11,13 @@
 //! - Tokens (fencelock's own, in `/fencelock/rwepochs/<dir>`, a persistent node outside the lock directory where
 //!   Curator would count it): a writer granted at its first look takes its node's czxid (every hold before it had
 //!   gone before the node was made); a writer that waited draws a fresh zxid by rewriting its own node's data (the
-//!   mzxid). A reader shares the epoch node's mzxid if the read node named in it still stands (its run goes on),
-//!   else it starts a run: it writes its own node name there, conditional on the version it read, and takes the new
-//!   mzxid. zxids only rise, and holds that exclude each other are parted by a delete, so tokens rise per epoch.
+//!   mzxid). Readers share one token per run of overlapping reads. The epoch node lists the run's read nodes that
+//!   may still stand; a reader joins the run if one of them stands, else starts a run. Either way it rewrites the
+//!   node conditional on the version it read, so a join and a start never both succeed on one version: the start
+//!   takes the new mzxid as its token, a join keeps the run's (written out as `token N`). zxids only rise, and holds
+//!   that exclude each other are parted by a delete, so tokens rise per epoch.
 //!
-//! An uncontended read is three round trips (queue, epoch, draw) plus the release; a write one plus the release.
+//! An uncontended read is three round trips (queue, epoch, rewrite) plus the release; a write one plus the release.
 
 use tokio::time::Instant;
 use zookeeper_client as zk;
@@ -26,8 +28,10 @@ use super::shared::Shared;
 use crate::backend::{AcquireRequest, HoldKind};
 use crate::error::{Error, Result};
 
-/// The epoch mark of a reader that downgraded, after its node name.
+/// The epoch line of a run started by a reader that downgraded.
 const DOWNGRADE: &str = "downgrade";
+/// The epoch line that carries a run's token once a joiner rewrote the node.
+const TOKEN: &str = "token ";
 
 /// Where a lock's epoch node lives.
 fn epoch_path(dir: &str) -> String {
@@ -42,12 +46,44 @@ pub(super) enum Turn {
     Behind(String),
 }
 
-/// The epoch node's reader and whether it downgraded.
-fn parse_epoch(data: &[u8]) -> (String, bool) {
-    let text = String::from_utf8_lossy(data);
-    let mut lines = text.lines();
-    let node = lines.next().unwrap_or_default().to_string();
-    (node, lines.next() == Some(DOWNGRADE))
+/// What the epoch node says of the current run of reads: its read nodes (space-separated on the first line), then
+/// `downgrade` and `token N` lines.
+#[derive(Debug, Default, PartialEq)]
+struct Epoch {
+    /// The run's read nodes not known to be gone; the first started it.
+    members: Vec<String>,
+    /// The run's token, once a joiner rewrote the node; until then the node's mzxid, from the start.
+    token: Option<u64>,
+    /// The run was started by a reader that downgraded from the write lock.
+    downgrade: bool,
+}
+
+impl Epoch {
+    fn parse(data: &[u8]) -> Self {
+        let text = String::from_utf8_lossy(data);
+        let mut lines = text.lines();
+        let members = lines.next().unwrap_or_default().split_whitespace().map(str::to_string).collect();
+        let mut epoch = Epoch { members, ..Epoch::default() };
+        for line in lines {
+            if line == DOWNGRADE {
+                epoch.downgrade = true;
+            } else if let Some(n) = line.strip_prefix(TOKEN) {
+                epoch.token = n.parse().ok();
+            }
+        }
+        epoch
+    }
+
+    fn render(&self) -> String {
+        let mut text = self.members.join(" ");
+        if self.downgrade {
+            text = format!("{text}\n{DOWNGRADE}");
+        }
+        if let Some(token) = self.token {
+            text = format!("{text}\n{TOKEN}{token}");
+        }
+        text
+    }
 }
 
 /// The turn of our node `mine` (path, czxid), at `i` in `queue` of `dir`; `waited`: an earlier look was busy.
@@ -73,9 +109,9 @@ pub(super) async fn rw_turn(
         }
         match s.rpc(zk.get_data(&epoch_path(dir))).await {
             Ok((data, _)) => {
-                let (node, downgraded) = parse_epoch(&data);
-                if downgraded && node != *ours && queue.contains(&node) {
-                    return Ok(Turn::Behind(node));
+                let run = Epoch::parse(&data);
+                if let Some(reader) = run.members.iter().find(|m| run.downgrade && *m != ours && queue.contains(m)) {
+                    return Ok(Turn::Behind(reader.clone()));
                 }
             }
             Err(zk::Error::NoNode) => {}
@@ -99,26 +135,31 @@ pub(super) async fn rw_turn(
         }
     }
     let epoch = epoch_path(dir);
-    let mark = if downgrade { format!("{ours}\n{DOWNGRADE}") } else { ours.clone() };
-    // Each lost race means another reader started a run, so the readers as a whole move on; one reader may lose
-    // many in a row when holds are short, so the bound is time, not a count.
+    // Each lost race means another reader joined or started a run, so the readers as a whole move on; one reader
+    // may lose many in a row when holds are short, so the bound is time, not a count.
     let until = Instant::now() + s.request_timeout;
     while Instant::now() < until {
         match s.rpc(zk.get_data(&epoch)).await {
             Ok((data, stat)) => {
-                let (node, _) = parse_epoch(&data);
-                if !downgrade && node != *ours && run_goes_on(s, zk, dir, queue, &node).await? {
-                    return Ok(Turn::Held(stat.mzxid as u64));
-                }
-                match s.rpc(zk.set_data(&epoch, mark.as_bytes(), Some(stat.version))).await {
-                    Ok(stat) => return Ok(Turn::Held(stat.mzxid as u64)),
-                    // Another reader started a run meanwhile: join it if it still goes on.
+                let run = Epoch::parse(&data);
+                // A reader that downgraded passed writers, so the run before them is no run of its own.
+                let standing =
+                    if downgrade { Vec::new() } else { standing(s, zk, dir, queue, ours, &run.members).await? };
+                let next = if standing.is_empty() {
+                    Epoch { members: vec![ours.clone()], token: None, downgrade }
+                } else {
+                    let token = run.token.unwrap_or(stat.mzxid as u64);
+                    Epoch { members: [standing, vec![ours.clone()]].concat(), token: Some(token), ..run }
+                };
+                match s.rpc(zk.set_data(&epoch, next.render().as_bytes(), Some(stat.version))).await {
+                    Ok(stat) => return Ok(Turn::Held(next.token.unwrap_or(stat.mzxid as u64))),
                     Err(zk::Error::BadVersion) => continue,
                     Err(e) => return Err(s.err(e)),
                 }
             }
             Err(zk::Error::NoNode) => {
-                match s.rpc(zk.create(&epoch, mark.as_bytes(), &s.session.modes.persistent)).await {
+                let first = Epoch { members: vec![ours.clone()], token: None, downgrade };
+                match s.rpc(zk.create(&epoch, first.render().as_bytes(), &s.session.modes.persistent)).await {
                     Ok((stat, _)) => return Ok(Turn::Held(stat.czxid as u64)),
                     Err(zk::Error::NodeExists) => continue,
                     Err(zk::Error::NoNode) => {
@@ -132,26 +173,41 @@ pub(super) async fn rw_turn(
         }
     }
     Err(Error::unavailable(format!(
-        "{}: {epoch} kept changing: other readers started runs faster than this one could join one",
+        "{}: {epoch} kept changing: other readers joined or started runs faster than this one could",
         s.url
     )))
 }
 
-/// Whether the read run named in the epoch node still holds: its reader's node stands. One in `queue` (our listing,
-/// made after our node) stood then; a later one (its sequence after ours, so no writer could hold between its grant
-/// and ours) must be looked up. Either way no write hold came between its token and now.
-async fn run_goes_on(s: &Shared, zk: &zk::Client, dir: &str, queue: &[String], node: &str) -> Result<bool> {
-    if node.is_empty() || queue.iter().any(|n| n == node) {
-        return Ok(!node.is_empty());
+/// The run's `members` (but ours) that may still stand; empty if none does, so the run is over. One in `queue` (our
+/// listing, made after our node) stood then; one before the end of the listing but not in it had gone; a later one
+/// must be looked up while none is known to stand. A member that went since still parts no write hold from now: a
+/// writer's node before ours keeps us waiting, one after ours waits for us.
+async fn standing(
+    s: &Shared,
+    zk: &zk::Client,
+    dir: &str,
+    queue: &[String],
+    ours: &str,
+    members: &[String],
+) -> Result<Vec<String>> {
+    let last = queue.last().map_or("", |last| sequence(last, HoldKind::Read));
+    let kept: Vec<String> = members
+        .iter()
+        .filter(|m| *m != ours && (queue.contains(m) || sequence(m, HoldKind::Read) > last))
+        .cloned()
+        .collect();
+    if kept.iter().any(|m| queue.contains(m)) {
+        return Ok(kept);
     }
-    let later = queue.last().is_some_and(|last| sequence(node, HoldKind::Read) > sequence(last, HoldKind::Read));
-    if !later {
-        return Ok(false);
+    let mut checked = Vec::new();
+    for m in kept {
+        match s.rpc(zk.check_stat(&format!("{dir}/{m}"))).await {
+            Ok(Some(_)) => checked.push(m),
+            Ok(None) => {}
+            Err(e) => return Err(s.err(e)),
+        }
     }
-    match s.rpc(zk.check_stat(&format!("{dir}/{node}"))).await {
-        Ok(stat) => Ok(stat.is_some()),
-        Err(e) => Err(s.err(e)),
-    }
+    Ok(checked)
 }
 
 #[cfg(test)]
@@ -160,8 +216,13 @@ mod tests {
 
     #[test]
     fn epoch_marks_read_back() {
-        assert_eq!(parse_epoch(b"_c_a-__READ__0000000001"), ("_c_a-__READ__0000000001".to_string(), false));
-        assert_eq!(parse_epoch(b"_c_a-__READ__0000000001\ndowngrade"), ("_c_a-__READ__0000000001".to_string(), true));
+        let a = "_c_a-__READ__0000000001".to_string();
+        let b = "_c_b-__READ__0000000002".to_string();
+        assert_eq!(Epoch::parse(a.as_bytes()), Epoch { members: vec![a.clone()], token: None, downgrade: false });
+        assert!(Epoch::parse(b"_c_a-__READ__0000000001\ndowngrade").downgrade);
+        let joined = Epoch { members: vec![a, b], token: Some(42), downgrade: true };
+        assert_eq!(Epoch::parse(joined.render().as_bytes()), joined);
+        assert_eq!(Epoch::parse(b""), Epoch::default());
         assert_eq!(epoch_path("/locks/x"), "/fencelock/rwepochs/locks/x");
     }
 }
