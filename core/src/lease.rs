@@ -158,6 +158,11 @@ impl Hold {
             / if mutant::active("watchdog_renews_at_ttl") { 1 } else { 3 }
     }
 
+    /// How soon a failed renewal is tried again.
+    pub(crate) fn retry_every(&self) -> Duration {
+        (self.renew_every() / 3).clamp(Duration::from_millis(1), Duration::from_secs(1))
+    }
+
     pub(crate) fn valid_until(&self) -> Instant {
         self.state().valid_until
     }
@@ -184,10 +189,18 @@ impl Hold {
         let _io = self.io.lock().await;
         self.check_active()?;
         let ttl = ttl.unwrap_or_else(|| self.ttl());
-        let sent = Instant::now();
+        let mut sent = Instant::now();
         let metrics = &self.link.client.metrics;
         let span = tracing::info_span!("fencelock.renew", lock = %self.grant.name, backend = metrics.backend(), outcome = tracing::field::Empty);
-        let result = metrics.timed(Op::Renew, self.backend().renew(&self.grant, ttl)).instrument(span.clone()).await;
+        let attempt = || metrics.timed(Op::Renew, self.backend().renew(&self.grant, ttl)).instrument(span.clone());
+        let mut result = attempt().await;
+        // A quick failure is most often a connection the server dropped (a restart, a failover), which that failure
+        // remade: try once more now, not at the next retry, by when the network may be gone too. Renewals repeat
+        // safely on every backend.
+        if result.as_ref().is_err_and(|e| e.kind() == ErrorKind::Unavailable) && sent.elapsed() < self.retry_every() {
+            sent = Instant::now();
+            result = attempt().await;
+        }
         metrics.renewal(result.is_ok());
         span.record("outcome", if result.is_ok() { "ok" } else { "failed" });
         match result {

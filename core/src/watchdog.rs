@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -108,8 +107,7 @@ async fn tick(hold: &Arc<Hold>) -> Option<Instant> {
             Ok(Err(e)) if Instant::now() < valid_until => {
                 // A transient failure: try again soon, but never past validity.
                 tracing::debug!(lock = %hold.grant.name, error = %e, "renewal failed; retrying");
-                let retry = (hold.renew_every() / 3).clamp(Duration::from_millis(1), Duration::from_secs(1));
-                Some((Instant::now() + retry).min(valid_until))
+                Some((Instant::now() + hold.retry_every()).min(valid_until))
             }
             Ok(Err(e)) => {
                 hold.mark_lost(Loss::Unreachable, format!("no renewal succeeded within the lease's validity: {e}"));

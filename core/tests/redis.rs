@@ -682,3 +682,22 @@ async fn cancelled_permit_acquires_leave_nothing() {
     }
     clean(&mut raw, &name).await;
 }
+
+/// A renewal after the server restarted empty says the lock is lost, though the connection it goes out on died with
+/// the old server: the failure that finds the connection dead remakes it, and the renewal is tried again at once
+/// rather than a retry later, when the network may be gone too (a faults run lost a notification that way).
+#[tokio::test]
+async fn a_renewal_after_the_server_restarted_empty_says_lost() {
+    if !support::own_redis::installed() {
+        return;
+    }
+    let port = support::own_redis::free_port();
+    let mut server = support::own_redis::spawn(port).await;
+    let client = Client::connect(&format!("redis://127.0.0.1:{port}")).await.unwrap();
+    let lease = client.lock("restarted", &LockOptions::default().watchdog(false)).await.unwrap();
+    server.kill().await.unwrap();
+    let _server = support::own_redis::spawn(port).await;
+    let err = lease.renew(None).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
+    assert!(lease.is_lost(), "the lease knows it is lost");
+}

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use fencelock::{Client, ErrorKind, Lease, LockOptions};
 use redis::aio::MultiplexedConnection;
+use support::own_redis;
 use support::redis_tls::{self, TlsServer};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
@@ -128,20 +129,14 @@ struct Instances {
 impl Instances {
     /// `n` fresh instances, or `None` (skip with a note) without redis-server, unless FENCELOCK_REQUIRE_SERVICES=1.
     async fn start(n: usize) -> Option<Self> {
-        if std::process::Command::new("redis-server").arg("--version").output().is_err() {
-            assert_ne!(
-                std::env::var("FENCELOCK_REQUIRE_SERVICES").as_deref(),
-                Ok("1"),
-                "redis-server is not installed"
-            );
-            support::skipped("redis-server is not installed");
+        if !own_redis::installed() {
             return None;
         }
         let turn = OWN_INSTANCES.lock().await;
-        let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let ports: Vec<u16> = (0..n).map(|_| own_redis::free_port()).collect();
         let mut children = Vec::new();
         for &port in &ports {
-            children.push(Some(spawn_redis(port).await));
+            children.push(Some(own_redis::spawn(port).await));
         }
         Some(Instances { ports, children, _turn: turn })
     }
@@ -160,7 +155,7 @@ impl Instances {
     /// Starts instance `i` again on its port, empty.
     async fn restart(&mut self, i: usize) {
         assert!(self.children[i].is_none(), "instance {i} is still running");
-        self.children[i] = Some(spawn_redis(self.ports[i]).await);
+        self.children[i] = Some(own_redis::spawn(self.ports[i]).await);
     }
 
     /// SIGSTOP or SIGCONT: a hung instance keeps its connections open but answers nothing.
@@ -194,35 +189,6 @@ impl Instances {
         }
         left
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Starts redis-server on `port` and returns once it says it accepts connections.
-async fn spawn_redis(port: u16) -> Child {
-    let mut child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("redis-server starts");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if line.contains("Ready to accept connections") {
-                return true;
-            }
-        }
-        false
-    };
-    let ready = tokio::time::timeout(Duration::from_secs(10), ready).await;
-    assert_eq!(ready, Ok(true), "redis-server on port {port} did not become ready");
-    // Keep reading its log so a full pipe never blocks it.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    child
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -802,12 +802,13 @@ pub fn render(r: &Report) -> String {
         verdict(r.token_duplicates + r.token_regressions == 0)
     );
     s += &format!(
-        "lock-lost notifications: losses={} delivered={} (p50 {:+}ms, max {:+}ms) undelivered={}   {}\n",
+        "lock-lost notifications: losses={} delivered={} (p50 {:+}ms, max {:+}ms) undelivered={}{}   {}\n",
         r.losses,
         r.losses_notified,
         r.notify_latency_p50_ms.unwrap_or(0),
         r.notify_latency_max_ms.unwrap_or(0),
         r.losses_unnotified.len(),
+        if r.losses_unnotified.is_empty() { String::new() } else { format!(" ({})", r.losses_unnotified.join(" ")) },
         verdict(r.losses_unnotified.is_empty())
     );
     s += &format!(

@@ -1,0 +1,47 @@
+//! redis-server processes a test starts for itself, on free loopback ports and without persistence, for tests that
+//! kill or restart them.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Whether redis-server is installed; without it a test skips with a note, unless FENCELOCK_REQUIRE_SERVICES=1.
+pub fn installed() -> bool {
+    if std::process::Command::new("redis-server").arg("--version").output().is_ok() {
+        return true;
+    }
+    assert_ne!(std::env::var("FENCELOCK_REQUIRE_SERVICES").as_deref(), Ok("1"), "redis-server is not installed");
+    super::skipped("redis-server is not installed");
+    false
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts redis-server on `port` and returns once it says it accepts connections.
+pub async fn spawn(port: u16) -> Child {
+    let mut child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("redis-server starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("Ready to accept connections") {
+                return true;
+            }
+        }
+        false
+    };
+    let ready = tokio::time::timeout(Duration::from_secs(10), ready).await;
+    assert_eq!(ready, Ok(true), "redis-server on port {port} did not become ready");
+    // Keep reading its log so a full pipe never blocks it.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    child
+}
