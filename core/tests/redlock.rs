@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -13,8 +12,8 @@ use fencelock::{Client, ErrorKind, Lease, LockOptions};
 use redis::aio::MultiplexedConnection;
 use support::own_redis;
 use support::redis_tls::{self, TlsServer};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Child;
 use tokio::time::Instant;
 
 /// Keys that outlive every lock by design: fence counters and fence registers.
