@@ -79,7 +79,7 @@ impl Hold {
         watchdog: bool,
         gate: Option<OwnedMutexGuard<()>>,
     ) -> Self {
-        let bound = link.client.backend.lease_bound();
+        let bound = link.client.backend.lease_bound(grant.ttl);
         Hold {
             owner,
             watchdog,
@@ -154,7 +154,7 @@ impl Hold {
     /// The watchdog's renewal period: a third of the TTL, or of the backend's lease bound if shorter.
     pub(crate) fn renew_every(&self) -> Duration {
         let ttl = self.ttl();
-        self.backend().lease_bound().map_or(ttl, |b| ttl.min(b))
+        self.backend().lease_bound(self.grant.ttl).map_or(ttl, |b| ttl.min(b))
             / if mutant::active("watchdog_renews_at_ttl") { 1 } else { 3 }
     }
 
@@ -189,6 +189,7 @@ impl Hold {
         let _io = self.io.lock().await;
         self.check_active()?;
         let ttl = ttl.unwrap_or_else(|| self.ttl());
+        self.check_session_ttl(ttl)?;
         let mut sent = Instant::now();
         let metrics = &self.link.client.metrics;
         let span = tracing::info_span!("fencelock.renew", lock = %self.grant.name, backend = metrics.backend(), outcome = tracing::field::Empty);
@@ -207,7 +208,7 @@ impl Hold {
             Ok(()) => {
                 let mut st = self.state();
                 st.ttl = ttl;
-                st.valid_until = sent + validity(ttl, self.backend().lease_bound());
+                st.valid_until = sent + validity(ttl, self.backend().lease_bound(self.grant.ttl));
                 Ok(())
             }
             Err(e) if e.kind() == ErrorKind::LockLost => {
@@ -217,6 +218,22 @@ impl Hold {
             }
             Err(e) => Err(self.at(e)),
         }
+    }
+
+    /// A session-bound backend keeps the record on the client's session (etcd lease, ZooKeeper session) of the TTL
+    /// it was taken with, which the server alone expires: a renewal with another TTL would report a validity the
+    /// server does not give, so it is refused and the hold stays as it was.
+    fn check_session_ttl(&self, ttl: Duration) -> Result<()> {
+        let taken = self.grant.ttl;
+        if ttl == taken || !self.backend().capability().session_bound {
+            return Ok(());
+        }
+        Err(self.error(
+            ErrorKind::InvalidArgument,
+            format!(
+                "cannot renew with a TTL of {ttl:?}: this backend keeps the hold on the client's session of the TTL                  it was taken with ({taken:?}); renew without a TTL, or release and lock again with the new one"
+            ),
+        ))
     }
 
     /// Drops one reentrant hold; the last one releases the backend record and the local queue slot.

@@ -343,9 +343,10 @@ async fn validity_is_capped_by_the_session_timeout() {
     let Some((url, raw)) = Raw::open().await else { return };
     let client = Client::connect(&url).await.unwrap();
     let dir = raw.path("bound");
-    // A partitioned client loses its node when the session expires, so a 60 s TTL must not promise 60 s.
+    // A partitioned client loses its node when the session expires, so a 60 s TTL must not promise 60 s: the test
+    // server (tickTime 2000) grants at most 20 ticks, 40 s.
     let lease = client.lock(&dir, &LockOptions::default().ttl(Duration::from_secs(60))).await.unwrap();
-    assert!(lease.remaining() <= Duration::from_secs(10), "remaining {:?}", lease.remaining());
+    assert!(lease.remaining() <= Duration::from_secs(40), "remaining {:?}", lease.remaining());
     lease.release().await.unwrap();
     client.close().await;
     raw.assert_clean().await;
@@ -410,10 +411,10 @@ async fn a_release_cut_off_by_a_partition_still_deletes_the_node() {
     let Some((url, raw)) = Raw::open().await else { return };
     let dir = raw.path("partition");
     let partition = Partition::to(&url).await;
-    // The default request timeout: a 10 s session, and zookeeper-client gives up on a silent connection after 4 s.
+    // A 10 s TTL: a 10 s session, and zookeeper-client gives up on a silent connection after 4 s.
     let a = Client::connect(&partition.url).await.unwrap();
     let b = Client::connect(&url).await.unwrap();
-    let held = a.lock(&dir, &fast().watchdog(false)).await.unwrap();
+    let held = a.lock(&dir, &fast().ttl(Duration::from_secs(10)).watchdog(false)).await.unwrap();
 
     partition.set(true);
     let release = tokio::spawn(async move { held.release().await });
@@ -427,6 +428,61 @@ async fn a_release_cut_off_by_a_partition_still_deletes_the_node() {
     next.release().await.unwrap();
     a.close().await;
     b.close().await;
+    raw.assert_clean().await;
+}
+
+/// Issue 16: the session timeout was twice the request timeout (10 s) whatever TTL a lease asked for, so a holder
+/// cut off from the server kept its lock for 10 s. Each TTL now has a session of that timeout: a 4 s lease (the
+/// test server's shortest session, 2 ticks) cut off by a partition frees the lock within about 4 s; a 30 s lease
+/// of the same client, on its own session, is not touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_holder_loses_its_lock_after_its_ttl() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let (short, long) = (raw.path("ttl-short"), raw.path("ttl-long"));
+    let partition = Partition::to(&url).await;
+    let a = Client::connect(&partition.url).await.unwrap();
+    let b = Client::connect(&url).await.unwrap();
+    let ttl = Duration::from_secs(4);
+    let cut_off = a.lock(&short, &LockOptions::default().ttl(ttl).watchdog(false)).await.unwrap();
+    assert!(cut_off.remaining() <= ttl, "remaining {:?}", cut_off.remaining());
+
+    partition.set(true);
+    let cut = Instant::now();
+    // Past 4 s the server expires the session and deletes its node; with a 10 s session this times out.
+    let next = b.lock(&short, &fast().timeout(Duration::from_secs(8))).await.expect("the session of the TTL expired");
+    assert!(next.fence() > cut_off.fence());
+    assert!(cut.elapsed() >= ttl - Duration::from_millis(500), "freed {:?} after the cut", cut.elapsed());
+    next.release().await.unwrap();
+    partition.set(false);
+    let err = cut_off.release().await.unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::LockLost | ErrorKind::NotHeld), "{err}");
+
+    // The lost session is replaced on the next call; a lease of another TTL lives on a session of its own.
+    let long_lease = a.lock(&long, &LockOptions::default().ttl(Duration::from_secs(30))).await.unwrap();
+    let again = a.lock(&short, &LockOptions::default().ttl(ttl)).await.unwrap();
+    assert_eq!(b.try_lock(&long, &fast()).await.unwrap().map(|l| l.fence()), None, "the 30 s lease still holds");
+    again.release().await.unwrap();
+    long_lease.release().await.unwrap();
+    a.close().await;
+    b.close().await;
+    raw.assert_clean().await;
+}
+
+/// A node lives on the session of the TTL it was taken with, and cannot move to another: a renewal with another TTL
+/// is refused, leaving the hold as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_cannot_change_the_ttl_of_a_session_bound_hold() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("renew-ttl");
+    let client = Client::connect(&url).await.unwrap();
+    let lease = client.lock(&dir, &fast()).await.unwrap();
+    let err = lease.renew(Some(Duration::from_secs(20))).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("5s") && err.to_string().contains("20s"), "{err}");
+    lease.renew(None).await.expect("its own TTL renews");
+    lease.renew(Some(Duration::from_secs(5))).await.expect("the same TTL renews");
+    lease.release().await.unwrap();
+    client.close().await;
     raw.assert_clean().await;
 }
 

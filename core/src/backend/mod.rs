@@ -141,7 +141,8 @@ pub struct AcquireRequest {
 impl AcquireRequest {
     /// The grant of this request with `token`, and the backend's own `key` for the record if it has one.
     pub fn grant(&self, token: u64, key: Option<String>) -> Grant {
-        Grant { name: self.name.clone(), holder: self.holder.clone(), token, key, kind: self.kind, slot: None }
+        let (name, holder) = (self.name.clone(), self.holder.clone());
+        Grant { name, holder, token, key, kind: self.kind, slot: None, ttl: self.ttl }
     }
 }
 
@@ -160,6 +161,9 @@ pub struct Grant {
     pub kind: HoldKind,
     /// The semaphore slot a permit occupies (0…permits−1); `None` for other kinds.
     pub slot: Option<u32>,
+    /// The TTL the grant was taken with. A session-bound backend keeps the record on its session of this TTL, so
+    /// a renewal may not change it there.
+    pub ttl: Duration,
 }
 
 impl Grant {
@@ -306,9 +310,10 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Starts one acquire of `req`; `undo` runs what the attempt's drop leaves to do.
     fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending>;
 
-    /// The longest a grant can stay ours without the backend confirming it, whatever TTL was asked for (a
-    /// ZooKeeper session's timeout). Validity and the watchdog's period are capped by it.
-    fn lease_bound(&self) -> Option<Duration> {
+    /// The longest a grant taken with `ttl` can stay ours without the backend confirming it (the timeout the
+    /// ZooKeeper server negotiated for the session of that TTL). Validity and the watchdog's period are capped by it.
+    fn lease_bound(&self, ttl: Duration) -> Option<Duration> {
+        let _ = ttl;
         None
     }
 

@@ -16,12 +16,16 @@
 //! create reply was lost find its node instead of making a second one. The fence token is the node's czxid: zxids
 //! only rise, so every later grant on any path gets a larger one.
 //!
-//! Leases are session-bound: one session per client carries every node it holds, with a timeout of twice the
-//! client's request timeout (10 s by default; the server clamps it to its 2–20 tick range). The lease TTL cannot
-//! shorten it. Renewing checks that the node still exists under our session; a lease ends when the session expires,
-//! whatever its TTL, so a lease TTL above the session timeout is only as safe as its fence token. An expired session
-//! is replaced on the next call. Uncontended acquire + release costs two round trips: the create and the listing of
-//! the queue are pipelined (one session answers in order), then one delete.
+//! Leases are session-bound: a client opens one session per lease TTL (in whole milliseconds) on first use, asking
+//! for a session timeout equal to the TTL, and every node held with that TTL lives on it. The server clamps the
+//! timeout to its min/max (2–20 ticks by default; we ask for at least 1 s); the lease's validity and the watchdog follow the timeout it
+//! granted, so a TTL above the maximum is renewed at a third of the maximum, and a TTL below the minimum still stands
+//! for the minimum after a crash. A renewal cannot move a node to another session, so it cannot change the TTL
+//! (core refuses that). Renewing checks that the node still exists under its session; an expired session is replaced
+//! on the next call. The client's first session (fence registers, inspection, operator calls; its timeout is the
+//! default TTL) is opened at connect, so a bad URL or credential fails there. Uncontended acquire + release costs two
+//! round trips: the create and the listing of the queue are pipelined (one session answers in order), then one
+//! delete.
 //!
 //! Files: `target.rs` (the URL), `session.rs` (liveness), `secure.rs` (TLS), `layout.rs` (Curator's paths and queue
 //! order), `entry.rs` (one acquire's node), `cleanup.rs` (deleting a node an acquire left), `shared.rs` (what the
@@ -37,7 +41,8 @@ mod session;
 mod shared;
 mod target;
 
-use std::sync::atomic::AtomicBool;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,14 +54,14 @@ use self::entry::QueueEntry;
 use self::layout::lock_dir;
 use self::secure::Secure;
 use self::semaphore::SemAttempt;
-use self::session::LiveSession;
+use self::session::{LiveSession, SessionConfig};
 use self::shared::Shared;
 use super::{
     AcquireRequest, Backend, Capability, Grant, HoldKind, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
 };
 use super::{Backoff, Host, decode_register, encode_register, redact};
 use crate::error::{Error, Result};
-use crate::options::ClientOptions;
+use crate::options::{ClientOptions, DEFAULT_TTL};
 
 /// First and longest pause between retries of a delete lost with the connection.
 const PAUSE_FIRST: Duration = Duration::from_millis(50);
@@ -67,6 +72,9 @@ const ZK_PORT: u16 = 2181;
 /// permits and slots.
 const FENCELOCK_ROOT: &str = "/fencelock";
 const FENCES: &str = "/fencelock/fences";
+/// The shortest session timeout asked for: below it, zookeeper-client's connect and ping timeouts (fractions of
+/// the session timeout) would give up on a server merely slow to answer. Servers grant at least 2 ticks anyway.
+const SHORTEST_SESSION: Duration = Duration::from_secs(1);
 /// How often one call retries a lost connection, a reaped directory or a vanished node before giving up.
 const TRIES: usize = 5;
 
@@ -118,7 +126,10 @@ fn is_connection_loss(e: &zk::Error) -> bool {
 /// The ZooKeeper backend.
 #[derive(Debug)]
 pub(crate) struct ZkBackend {
+    /// The client's first session: fence registers, inspection and operator calls, and holds of the default TTL.
     shared: Arc<Shared>,
+    /// The session of each lease TTL in whole milliseconds, the first one's included.
+    by_ttl: Mutex<HashMap<u128, Arc<Shared>>>,
 }
 
 impl ZkBackend {
@@ -126,20 +137,18 @@ impl ZkBackend {
         let shown = redact(url);
         let target = target::parse(url, &shown)?;
         let secure = target.tls.as_ref().map(|files| Secure::new(files, &target.hosts, &shown)).transpose()?;
-        let session = LiveSession {
+        let config = Arc::new(SessionConfig {
             hosts: target.hosts.iter().map(Host::to_string).collect::<Vec<_>>().join(","),
             chroot: target.chroot,
             modes: Modes::new(target.digest.is_some()),
             digest: target.digest,
             tls: secure.as_ref().map(|s| s.options.clone()),
-            timeout: opts.request_timeout * 2,
             connect_timeout: opts.connect_timeout,
-            live: Mutex::new(None),
-            reopen: tokio::sync::Mutex::new(()),
             closed: AtomicBool::new(false),
-        };
-        let client = match session.open().await {
-            Ok(client) => client,
+        });
+        let session = LiveSession::new(config, DEFAULT_TTL);
+        match session.client().await {
+            Ok(_) => {}
             Err(e @ (zk::Error::NoHosts | zk::Error::Timeout | zk::Error::ConnectionLoss)) => {
                 if let Some(secure) = &secure
                     && let Some(refused) = secure.refusal(&target.hosts, opts.connect_timeout, &shown).await
@@ -157,15 +166,32 @@ impl ZkBackend {
             Err(e @ (zk::Error::NoAuth | zk::Error::AuthFailed)) => return Err(auth_failed(&shown, &e)),
             Err(other) => return Err(Error::unavailable(format!("{shown}: cannot open a session: {other}"))),
         };
-        *session.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(client);
         // describe(), and every later message, shows the URL without its secrets.
-        let shared = Shared { session, url: shown, request_timeout: opts.request_timeout };
-        Ok(ZkBackend { shared: Arc::new(shared) })
+        let shared = Arc::new(Shared { session, url: shown, request_timeout: opts.request_timeout });
+        let by_ttl = Mutex::new(HashMap::from([(DEFAULT_TTL.as_millis(), shared.clone())]));
+        Ok(ZkBackend { shared, by_ttl })
     }
 
-    /// The node of a grant, if this session still owns it.
+    /// The session that carries holds taken with `ttl`, made (not yet opened) on first use.
+    fn session_for(&self, ttl: Duration) -> Arc<Shared> {
+        let mut by_ttl = self.by_ttl.lock().unwrap_or_else(|p| p.into_inner());
+        let first = &self.shared;
+        by_ttl
+            .entry(ttl.as_millis())
+            .or_insert_with(|| {
+                let session = LiveSession::new(first.session.config.clone(), ttl.max(SHORTEST_SESSION));
+                Arc::new(Shared { session, url: first.url.clone(), request_timeout: first.request_timeout })
+            })
+            .clone()
+    }
+
+    fn sessions(&self) -> Vec<Arc<Shared>> {
+        self.by_ttl.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// The node of a grant, if its session still owns it.
     async fn owns(&self, grant: &Grant) -> Result<bool> {
-        let s = &self.shared;
+        let s = &self.session_for(grant.ttl);
         let Some(zk) = s.session.current() else { return Err(s.err(zk::Error::ClientClosed)) };
         // No new session here: an expired one took the node with it.
         if zk.state().is_terminated() {
@@ -190,15 +216,17 @@ impl Backend for ZkBackend {
         &self.shared.url
     }
 
-    /// A lost connection costs the session, and with it our node, after the session timeout, whatever the TTL.
-    fn lease_bound(&self) -> Option<Duration> {
-        Some(self.shared.session.timeout)
+    /// A lost connection costs the session, and with it our node, after the timeout the server granted it.
+    fn lease_bound(&self, ttl: Duration) -> Option<Duration> {
+        let session = self.session_for(ttl);
+        Some(session.session.negotiated().unwrap_or(session.session.timeout))
     }
 
     fn begin(self: Arc<Self>, req: AcquireRequest, undo: Undo) -> Box<dyn Pending> {
+        let shared = self.session_for(req.ttl);
         match req.kind {
-            HoldKind::Permit { permits } => Box::new(SemAttempt::new(self.shared.clone(), req, permits, undo)),
-            _ => Box::new(QueueEntry::new(self.shared.clone(), req, Some(undo))),
+            HoldKind::Permit { permits } => Box::new(SemAttempt::new(shared, req, permits, undo)),
+            _ => Box::new(QueueEntry::new(shared, req, Some(undo))),
         }
     }
 
@@ -210,7 +238,7 @@ impl Backend for ZkBackend {
     /// held by nobody, for as long as the process runs (whatever the lease's TTL, even once the lease counts as
     /// lost), and every waiter queues behind it.
     async fn release(&self, grant: &Grant) -> Result<()> {
-        let s = &self.shared;
+        let s = &self.session_for(grant.ttl);
         let Some(zk) = s.session.current() else { return Err(s.err(zk::Error::ClientClosed)) };
         let node = grant.key.as_deref().ok_or_else(|| Error::internal("zk grant without a node path"))?;
         if matches!(grant.kind, HoldKind::Permit { .. }) {
@@ -298,7 +326,7 @@ impl Backend for ZkBackend {
                     }
                     s.rpc(zk.set_data(&path, &data, Some(stat.version))).await.map(drop)
                 }
-                Err(zk::Error::NoNode) => s.rpc(zk.create(&path, &data, &s.session.modes.persistent)).await.map(drop),
+                Err(zk::Error::NoNode) => s.rpc(zk.create(&path, &data, &s.session.modes().persistent)).await.map(drop),
                 Err(e) => Err(e),
             };
             match outcome {
@@ -325,7 +353,9 @@ impl Backend for ZkBackend {
     }
 
     async fn close(&self) {
-        self.shared.session.close(self.shared.request_timeout).await;
+        self.shared.session.config.closed.store(true, Ordering::SeqCst);
+        let sessions = self.sessions();
+        futures::future::join_all(sessions.iter().map(|s| s.session.close(s.request_timeout))).await;
     }
 }
 

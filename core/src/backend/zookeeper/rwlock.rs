@@ -159,7 +159,7 @@ pub(super) async fn rw_turn(
             }
             Err(zk::Error::NoNode) => {
                 let first = Epoch { members: vec![ours.clone()], token: None, downgrade };
-                match s.rpc(zk.create(&epoch, first.render().as_bytes(), &s.session.modes.persistent)).await {
+                match s.rpc(zk.create(&epoch, first.render().as_bytes(), &s.session.modes().persistent)).await {
                     Ok((stat, _)) => return Ok(Turn::Held(stat.czxid as u64)),
                     Err(zk::Error::NodeExists) => continue,
                     Err(zk::Error::NoNode) => {

@@ -130,7 +130,7 @@ impl SemAttempt {
             }
             self.sent = true;
             let path = format!("{dir}/{prefix}{LEASE_NAME}");
-            match s.rpc(zk.create(&path, self.req.holder.as_bytes(), &s.session.modes.ephemeral_sequential)).await {
+            match s.rpc(zk.create(&path, self.req.holder.as_bytes(), &s.session.modes().ephemeral_sequential)).await {
                 Ok((_, seq)) => self.lease = Some(format!("{prefix}{LEASE_NAME}{seq}")),
                 Err(zk::Error::NoNode) => {
                     self.sent = false;
@@ -161,7 +161,7 @@ impl SemAttempt {
             };
             let Some(k) = (0..self.permits).find(|k| !taken.contains(&k.to_string())) else { return Ok(None) };
             let path = format!("{dir}/{k}");
-            match s.rpc(zk.create(&path, lease.as_bytes(), &s.session.modes.ephemeral)).await {
+            match s.rpc(zk.create(&path, lease.as_bytes(), &s.session.modes().ephemeral)).await {
                 Ok((stat, _)) => {
                     self.slot = Some(path);
                     return Ok(Some((k, stat.czxid as u64)));
@@ -202,7 +202,7 @@ impl SemAttempt {
                 Err(zk::Error::NoNode) => {
                     let parent = path.rsplit_once('/').map_or(FENCELOCK_ROOT, |(p, _)| p).to_string();
                     s.make_dirs(&zk, &parent).await.map_err(|e| s.err(e))?;
-                    s.rpc(zk.create(&path, n.as_bytes(), &s.session.modes.persistent)).await.map(drop)
+                    s.rpc(zk.create(&path, n.as_bytes(), &s.session.modes().persistent)).await.map(drop)
                 }
                 done => done.map(drop),
             };

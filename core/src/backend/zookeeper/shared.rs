@@ -49,7 +49,7 @@ impl Shared {
     /// Creates `dir` and its parents as container nodes, which the server reaps once empty; servers older than
     /// 3.5.3 refuse containers and get persistent nodes instead.
     pub(super) async fn make_dirs(&self, zk: &zk::Client, dir: &str) -> Result<(), zk::Error> {
-        let modes = &self.session.modes;
+        let modes = self.session.modes();
         match self.rpc(zk.mkdir(dir, &modes.container)).await {
             Err(zk::Error::Unimplemented) => self.rpc(zk.mkdir(dir, &modes.persistent)).await,
             done => done,
