@@ -295,6 +295,23 @@ impl Hold {
         result
     }
 
+    /// Deletes the record of a hold whose TTL passed without a renewal, on a session-bound backend: the server keeps
+    /// a record while the client's session lives, whatever the TTL, so the client ends it, as a TTL-bound server
+    /// would. A client that is paused or cut off cannot, but then its session times out at the TTL on the server.
+    /// The lease stays lost and its owner still releases it.
+    pub(crate) async fn expire_record(&self) {
+        if !self.backend().capability().session_bound {
+            return;
+        }
+        let _io = self.io.lock().await;
+        if self.state().released {
+            return;
+        }
+        if let Err(e) = self.backend().release(&self.grant).await {
+            tracing::debug!(lock = %self.grant.name, error = %e, "could not delete an expired hold's record");
+        }
+    }
+
     /// Lets the next local owner in and forgets this hold; its lost signal ends as released unless it was lost.
     fn end(&self) {
         self.end_tx.send_if_modified(|end| {

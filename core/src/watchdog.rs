@@ -3,7 +3,8 @@
 //!
 //! A hold with the watchdog on is renewed every ttl/3. It is lost — the signal fires once and renewals stop — when a
 //! renewal finds the record gone, or when no renewal succeeds before its validity (ttl − elapsed − drift) ends.
-//! A hold with the watchdog off is only watched for the end of its validity.
+//! A hold with the watchdog off is only watched for the end of its validity; on a session-bound backend its record
+//! is then deleted, as a TTL-bound backend's server would have expired it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -98,6 +99,7 @@ async fn tick(hold: &Arc<Hold>) -> Option<Instant> {
         Due::Done => None,
         Due::ExpiresAt(t) if Instant::now() >= t => {
             hold.mark_lost(Loss::Expired, "the TTL passed without a renewal (watchdog off)");
+            hold.expire_record().await;
             None
         }
         Due::ExpiresAt(t) => Some(t),
