@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The faults stage: the Jepsen-style safety suite (tests/faults/README.md). One `ci` run per backend and one `canary`
 # run, each in a private network namespace of its own with its own servers; fails if any run fails an assertion. Then
-# the rwlock and semaphore workloads in ci on Redis, etcd and PostgreSQL (FENCELOCK_FAULTS_WORKLOAD_BACKENDS; zk: see below).
+# the rwlock and semaphore workloads in ci on Redis, etcd, ZooKeeper and PostgreSQL (FENCELOCK_FAULTS_WORKLOAD_BACKENDS).
 #
 #   tests/faults/run.sh                    every backend, a random seed (printed; FENCELOCK_FAULTS_SEED=N to repeat)
 #   FENCELOCK_FAULTS_BACKENDS="redis zk" tests/faults/run.sh
@@ -22,11 +22,8 @@ readonly LANGS=${FENCELOCK_FAULTS_LANGS:-rust,python,node}
 readonly NO_GO=${FENCELOCK_FAULTS_NO_GO:-0}
 readonly SEED=${FENCELOCK_FAULTS_SEED:-$((RANDOM * 32768 + RANDOM))}
 # The read-write lock and semaphore workloads (ci, no Go worker: etcd's lock API has neither). A backend whose
-# capability() lacks the primitive is skipped by locktest with its reason. ZooKeeper passes both, but is left out
-# until its session timeout follows the TTL (issue 16): a killed holder's permit or read hold stands for the 10 s
-# session, past the checker's 2 x TTL grace, so a seed that kills a holder fails P11 (semaphore seed 8).
-# FENCELOCK_FAULTS_WORKLOAD_BACKENDS="… zk" runs it.
-readonly WORKLOAD_BACKENDS=${FENCELOCK_FAULTS_WORKLOAD_BACKENDS:-redis etcd postgres}
+# capability() lacks the primitive is skipped by locktest with its reason.
+readonly WORKLOAD_BACKENDS=${FENCELOCK_FAULTS_WORKLOAD_BACKENDS:-redis etcd zk postgres}
 
 log() { printf 'faults: %s\n' "$*" >&2; }
 die() {
