@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The node stage of scripts/test.sh: build the addon from source (debug, the workspace target dir, so core compiles
-# once), run the node:test suites, type-check the TypeScript example, then pack the package, install the tarball into
-# a scratch project in a temp dir and run the examples there (no Rust toolchain involved past the pack), and
+# once; FENCELOCK_NODE_PREBUILT=PATH copies a cdylib already built instead, as the test command does), run the
+# node:test suites, type-check the TypeScript example, then pack the package, install the tarball into a scratch
+# project in a temp dir and run the examples there (no Rust toolchain involved past the pack), and
 # fencelock/prometheus there without prom-client (an error naming it) and with it.
 set -euo pipefail
 
@@ -11,7 +12,16 @@ cd "$NODE_DIR"
 
 # npm ci: exactly the lockfile's @napi-rs/cli, typescript and prom-client (dev only), from the npm registry.
 npm ci --no-audit --no-fund
-npm run build
+if [[ -n ${FENCELOCK_NODE_PREBUILT:-} ]]; then
+    # The test command's build stage already compiled the addon crate (a cdylib of the workspace build): napi build
+    # would compile the whole dependency tree again for its explicit --target (about 3.5 min on 2 cores).
+    addon=$(node native.js)
+    # Without its debug info (binutils comes with the C toolchain Rust links with): the tarball below packs it.
+    strip --strip-debug -o "$addon" "$FENCELOCK_NODE_PREBUILT"
+    echo "addon: $FENCELOCK_NODE_PREBUILT -> ${addon##*/} (the build stage's; npm run build when run alone)"
+else
+    npm run build
+fi
 node --test test/conformance.mjs test/api.test.mjs test/kinds.test.mjs test/process.test.mjs test/metrics.test.mjs
 npm run typecheck
 

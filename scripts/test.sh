@@ -105,7 +105,7 @@ main() {
     stage demo env FENCELOCK_DEMO_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/fencelock" "$ROOT/scripts/demo.sh"
     stage test cargo test --workspace --no-fail-fast
     stage python python/run-tests.sh
-    stage node node/run-tests.sh
+    stage node env FENCELOCK_NODE_PREBUILT="${CARGO_TARGET_DIR:-$ROOT/target}/debug/libfencelock_node.so" node/run-tests.sh
     stage jvm jvm/run-tests.sh
     stage c ffi/tests/run.sh
     stage server server/run-tests.sh
