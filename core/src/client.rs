@@ -142,10 +142,27 @@ impl Client {
         opts: &LockOptions,
         once: bool,
     ) -> Result<Option<Lease>> {
+        self.acquire_with(name, kind, &[], opts, once).await
+    }
+
+    /// [`acquire`](Client::acquire) with the value a `Leader` hold carries. A backend whose records keep no values
+    /// takes a leadership as a mutex: the election keeps the value beside it.
+    pub(crate) async fn acquire_with(
+        &self,
+        name: &str,
+        kind: HoldKind,
+        value: &[u8],
+        opts: &LockOptions,
+        once: bool,
+    ) -> Result<Option<Lease>> {
         self.inner.check_open()?;
         opts.validate(name)?;
         self.check_kind(name, kind)?;
         self.check_order(name, opts)?;
+        let kind = match kind {
+            HoldKind::Leader if !self.inner.backend.keeps_leader_values() => HoldKind::Exclusive,
+            kind => kind,
+        };
         let metrics = &self.inner.client.metrics;
         let timer = metrics.start_acquire(name);
         let span = tracing::info_span!(
@@ -155,7 +172,7 @@ impl Client {
             outcome = tracing::field::Empty,
             token = tracing::field::Empty,
         );
-        let result = self.acquire_valid(name, kind, opts, once).instrument(span.clone()).await;
+        let result = self.acquire_valid(name, kind, value, opts, once).instrument(span.clone()).await;
         let outcome = Outcome::of(&result);
         span.record("outcome", outcome.label());
         if let Ok(Some(lease)) = &result {
@@ -181,6 +198,7 @@ impl Client {
         let backend = &self.inner.backend;
         let (cap, what) = match kind {
             HoldKind::Exclusive => return Ok(()),
+            HoldKind::Leader => (backend.capability().election, "elections"),
             HoldKind::Read | HoldKind::Write => (backend.capability().rw_lock, "read-write locks"),
             HoldKind::Permit { permits } => {
                 if !(1..=MAX_PERMITS).contains(&permits) {
@@ -203,7 +221,14 @@ impl Client {
         Err(Error::new(ErrorKind::Unsupported, message).at(name, backend.describe()))
     }
 
-    async fn acquire_valid(&self, name: &str, kind: HoldKind, opts: &LockOptions, once: bool) -> Result<Option<Lease>> {
+    async fn acquire_valid(
+        &self,
+        name: &str,
+        kind: HoldKind,
+        value: &[u8],
+        opts: &LockOptions,
+        once: bool,
+    ) -> Result<Option<Lease>> {
         let mut downgrade = false;
         if let Some(owner) = opts.owner.as_deref() {
             let key = table_key(kind, name);
@@ -218,9 +243,22 @@ impl Client {
                 )
                 .at(name, self.inner.backend.describe()));
             }
+            // A lock and a leadership of one name are one record: the owner's own hold would block it for ever.
+            let other = match kind {
+                HoldKind::Leader => Some(HoldKind::Exclusive),
+                HoldKind::Exclusive => Some(HoldKind::Leader),
+                _ => None,
+            };
+            if other.is_some_and(|k| held.contains(&k)) {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    "this owner holds the lock of this name as the other of a lock and a leadership: they are one record",
+                )
+                .at(name, self.inner.backend.describe()));
+            }
             downgrade = kind == HoldKind::Read && held.contains(&HoldKind::Write);
         }
-        let call = Call::new(&self.inner, name, kind, opts, once);
+        let call = Call::new(&self.inner, name, kind, value, opts, once);
         let place = if downgrade {
             call.beside_local_queue()
         } else {
@@ -246,6 +284,21 @@ impl Client {
             call.undone(self.inner.opts.request_timeout).await;
         }
         outcome
+    }
+
+    /// The backend, for the primitives built on the engine.
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
+    /// `Closed` once this client is closed.
+    pub(crate) fn check_open(&self) -> Result<()> {
+        self.inner.check_open()
+    }
+
+    /// `Unsupported` where the backend has no elections.
+    pub(crate) fn check_election(&self, name: &str) -> Result<()> {
+        self.check_kind(name, HoldKind::Leader)
     }
 
     /// The fenced register `resource`, stored in this client's backend.

@@ -392,6 +392,19 @@ impl Lease {
         &self.hold.grant.name
     }
 
+    /// The backend's grant behind this lease.
+    pub(crate) fn grant(&self) -> &Grant {
+        &self.hold.grant
+    }
+
+    /// `NotHeld` once this lease was released.
+    pub(crate) fn check_unreleased(&self) -> Result<()> {
+        if *self.released.borrow() {
+            return Err(self.hold.error(ErrorKind::NotHeld, "the lease was released"));
+        }
+        Ok(())
+    }
+
     /// The fencing token of this grant: strictly larger than every earlier grant's on this lock and backend.
     /// Readable after release.
     pub fn fence(&self) -> u64 {
@@ -466,9 +479,7 @@ impl Lease {
 
     /// Extends the lease to `ttl` from now (its current TTL if `None`). `LockLost` if it is no longer ours.
     pub async fn renew(&self, ttl: Option<Duration>) -> Result<()> {
-        if *self.released.borrow() {
-            return Err(self.hold.error(ErrorKind::NotHeld, "the lease was released"));
-        }
+        self.check_unreleased()?;
         self.hold.renew(ttl).await
     }
 

@@ -34,6 +34,7 @@
 
 mod backend;
 mod client;
+mod election;
 mod error;
 mod fence;
 mod handle;
@@ -51,8 +52,9 @@ mod tasks;
 mod url;
 mod watchdog;
 
-pub use backend::{Capability, HoldKind, LockInfo};
+pub use backend::{Capability, HoldKind, Leader, LockInfo};
 pub use client::{Client, MAX_PERMITS};
+pub use election::{Election, Leadership, MAX_VALUE_BYTES};
 pub use error::{Error, ErrorKind, Result};
 pub use fence::Fence;
 pub use lease::{Lease, LeaseEnd};

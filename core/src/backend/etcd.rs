@@ -50,7 +50,7 @@ use self::semaphore::SemAttempt;
 use self::session::{KeptLease, KeptLeases, Refresh};
 use super::tls::TlsFiles;
 use super::{
-    AcquireRequest, Backend, Capability, Grant, HoldKind, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
+    AcquireRequest, Backend, Capability, Grant, HoldKind, Leader, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
 };
 use super::{decode_register, encode_register, parse_hosts, redact};
 use crate::error::{Error, Result};
@@ -236,12 +236,13 @@ impl EtcdBackend {
         }
     }
 
-    /// Creates our key if absent and reads the owner, in one Txn. Returns our key's and the owner's create revision.
-    async fn enqueue(&self, name: &str, key: &str, lease: i64) -> Result<(i64, i64), EtcdError> {
+    /// Creates our key with `value` (empty for a mutex, the candidate's for an election) if absent and reads the
+    /// owner, in one Txn. Returns our key's and the owner's create revision.
+    async fn enqueue(&self, name: &str, key: &str, value: &[u8], lease: i64) -> Result<(i64, i64), EtcdError> {
         let prefix = prefix_of(name);
         let txn = ops::txn(
             vec![ops::created_at(key, 0)],
-            vec![ops::put(key, Vec::new(), lease), ops::read(ops::first_created(&prefix))],
+            vec![ops::put(key, value.to_vec(), lease), ops::read(ops::first_created(&prefix))],
             vec![ops::read(ops::get(key)), ops::read(ops::first_created(&prefix))],
         );
         let mut resp = self.rpc.txn(txn).await?;
@@ -325,7 +326,15 @@ impl EtcdBackend {
 impl Backend for EtcdBackend {
     fn capability(&self) -> Capability {
         // KeptLease-bound: a key lives while its client keeps the lease alive, whatever the lock's own renewals.
-        Capability { fencing: true, native_wait: true, fair: true, session_bound: true, rw_lock: true, semaphore: true }
+        Capability {
+            fencing: true,
+            native_wait: true,
+            fair: true,
+            session_bound: true,
+            rw_lock: true,
+            semaphore: true,
+            election: true,
+        }
     }
 
     fn describe(&self) -> &str {
@@ -343,7 +352,7 @@ impl Backend for EtcdBackend {
     async fn renew(&self, grant: &Grant, _ttl: Duration) -> Result<()> {
         // The lease's TTL was fixed at grant; renewal proves the key is ours and the lease alive right now.
         let (ours, session) = match grant.kind {
-            HoldKind::Exclusive => {
+            HoldKind::Exclusive | HoldKind::Leader => {
                 let Some((key, session)) = self.session_of(grant).await else {
                     return Err(lock_lost(grant, &self.url));
                 };
@@ -424,6 +433,29 @@ impl Backend for EtcdBackend {
 
     async fn available(&self, name: &str, permits: u32) -> Result<u32> {
         semaphore::available(self, name, permits).await
+    }
+
+    fn keeps_leader_values(&self) -> bool {
+        true
+    }
+
+    /// `concurrency.Election`'s leader: the first-created key under the name, its value, and its create revision
+    /// as the term.
+    async fn leader(&self, name: &str) -> Result<Option<Leader>> {
+        let owner = self.rpc.range(ops::first_created(&prefix_of(name))).await.map_err(|e| self.err(e))?;
+        Ok(owner.kvs.into_iter().next().map(|kv| Leader { value: kv.value, term: kv.create_revision as u64 }))
+    }
+
+    /// `concurrency.Election.Proclaim`: a put of our key on its lease, only while its create revision is our term.
+    async fn proclaim(&self, grant: &Grant, value: &[u8]) -> Result<()> {
+        let Some((key, session)) = self.session_of(grant).await else { return Err(lock_lost(grant, &self.url)) };
+        let txn = ops::txn(
+            vec![ops::created_at(&key, grant.token as i64)],
+            vec![ops::put(&key, value.to_vec(), session.id)],
+            Vec::new(),
+        );
+        let resp = self.rpc.txn(txn).await.map_err(|e| self.err(e))?;
+        if resp.succeeded { Ok(()) } else { Err(lock_lost(grant, &self.url)) }
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {

@@ -109,6 +109,7 @@ impl Backend for MemoryBackend {
             session_bound: false,
             rw_lock: true,
             semaphore: true,
+            election: true,
         }
     }
 
@@ -218,7 +219,7 @@ impl Records for MemoryBackend {
     async fn take(&self, req: &AcquireRequest, waiter: &mut MemoryWaiter) -> Result<Attempt> {
         let now = Instant::now();
         match req.kind {
-            HoldKind::Exclusive => {}
+            HoldKind::Exclusive | HoldKind::Leader => {}
             HoldKind::Read | HoldKind::Write => {
                 return Ok(self.rwlocks().entry(req.name.clone()).or_default().take(req, now, &mut waiter.writer_mark));
             }

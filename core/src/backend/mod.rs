@@ -73,6 +73,8 @@ pub struct Capability {
     pub rw_lock: bool,
     /// Semaphores with leased permits ([`HoldKind::Permit`]).
     pub semaphore: bool,
+    /// Leader elections ([`HoldKind::Leader`]).
+    pub election: bool,
 }
 
 /// The kind of hold one acquire asks for: all a mutex, a read-write lock and a semaphore differ in (DESIGN.md §4b).
@@ -93,6 +95,8 @@ pub enum HoldKind {
         /// How many holds the semaphore allows at once; every client on the name must ask with the same number.
         permits: u32,
     },
+    /// An election's leadership: a mutex whose record carries the leader's value, and whose token is its term.
+    Leader,
 }
 
 impl HoldKind {
@@ -103,10 +107,11 @@ impl HoldKind {
     }
 
     /// The family of records the kind lives in: a mutex's, a read-write lock's or a semaphore's. Holds of one
-    /// family and name share the local queue and the reentrancy table's entry.
+    /// family and name share the local queue and the reentrancy table's entry. An election is a mutex with a value
+    /// (etcd's two recipes even share their keys), so it is of the mutex's family.
     pub(crate) fn family(self) -> &'static str {
         match self {
-            HoldKind::Exclusive => "lock",
+            HoldKind::Exclusive | HoldKind::Leader => "lock",
             HoldKind::Read | HoldKind::Write => "rwlock",
             HoldKind::Permit { .. } => "semaphore",
         }
@@ -119,6 +124,7 @@ impl HoldKind {
             HoldKind::Read => "read",
             HoldKind::Write => "write",
             HoldKind::Permit { .. } => "permit",
+            HoldKind::Leader => "leader",
         }
     }
 }
@@ -134,8 +140,11 @@ pub struct AcquireRequest {
     pub ttl: Duration,
     /// The caller's choice of wait order (`LockOptions::fair`); `None`: the backend's default.
     pub fair: Option<bool>,
-    /// What kind of hold is asked for. A backend only sees kinds its `Capability` claims.
+    /// What kind of hold is asked for. A backend only sees kinds its `Capability` claims, and `Leader` only if it
+    /// keeps values in its records ([`Backend::keeps_leader_values`]).
     pub kind: HoldKind,
+    /// The candidate's value, for a `Leader` hold; empty for other kinds.
+    pub value: Vec<u8>,
 }
 
 impl AcquireRequest {
@@ -276,6 +285,15 @@ impl Doubt {
     }
 }
 
+/// An election's leader as the backend stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leader {
+    /// The value it campaigned with, or last proclaimed.
+    pub value: Vec<u8>,
+    /// Its term: the fencing token of its leadership, rising with every new leader.
+    pub term: u64,
+}
+
 /// What `inspect` finds about a lock.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -341,6 +359,26 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     fn why_unsupported(&self, kind: HoldKind) -> Option<&'static str> {
         let _ = kind;
         None
+    }
+
+    /// Whether this backend's records carry an election's value (the anchors' layouts: etcd's `concurrency.Election`
+    /// key value, Curator `LeaderLatch` node data). It then sees [`HoldKind::Leader`] holds and answers `leader` and
+    /// `proclaim`; elsewhere the election is a mutex and its value a fence register beside it (`election.rs`).
+    fn keeps_leader_values(&self) -> bool {
+        false
+    }
+
+    /// The leader of election `name`, if any. Only called where `keeps_leader_values`.
+    async fn leader(&self, name: &str) -> Result<Option<Leader>> {
+        let _ = name;
+        Err(Error::internal("leader: this backend keeps no leader values"))
+    }
+
+    /// Replaces the value of a leadership this client holds. `LockLost` if it is no longer the leader. Only called
+    /// where `keeps_leader_values`.
+    async fn proclaim(&self, grant: &Grant, value: &[u8]) -> Result<()> {
+        let _ = (grant, value);
+        Err(Error::internal("proclaim: this backend keeps no leader values"))
     }
 
     /// Stores `value` under `resource` if `token` ≥ the highest token accepted there, raising it. `Fenced` if not.

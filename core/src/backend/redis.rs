@@ -559,6 +559,7 @@ impl<D: Deployment> Backend for RedisLock<D> {
             session_bound: false,
             rw_lock: true,
             semaphore: true,
+            election: true,
         }
     }
 

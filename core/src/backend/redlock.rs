@@ -359,6 +359,7 @@ impl Backend for RedlockBackend {
             session_bound: false,
             rw_lock: false,
             semaphore: false,
+            election: true,
         }
     }
 

@@ -51,13 +51,13 @@ use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use self::entry::QueueEntry;
-use self::layout::lock_dir;
+use self::layout::{lock_dir, queue};
 use self::secure::Secure;
 use self::semaphore::SemAttempt;
 use self::session::{LiveSession, SessionConfig};
 use self::shared::Shared;
 use super::{
-    AcquireRequest, Backend, Capability, Grant, HoldKind, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
+    AcquireRequest, Backend, Capability, Grant, HoldKind, Leader, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
 };
 use super::{Backoff, Host, decode_register, encode_register, redact};
 use crate::error::{Error, Result};
@@ -209,7 +209,15 @@ impl ZkBackend {
 #[async_trait]
 impl Backend for ZkBackend {
     fn capability(&self) -> Capability {
-        Capability { fencing: true, native_wait: true, fair: true, session_bound: true, rw_lock: true, semaphore: true }
+        Capability {
+            fencing: true,
+            native_wait: true,
+            fair: true,
+            session_bound: true,
+            rw_lock: true,
+            semaphore: true,
+            election: true,
+        }
     }
 
     fn describe(&self) -> &str {
@@ -309,6 +317,43 @@ impl Backend for ZkBackend {
 
     async fn available(&self, name: &str, permits: u32) -> Result<u32> {
         semaphore::available(&self.shared, name, permits).await
+    }
+
+    fn keeps_leader_values(&self) -> bool {
+        true
+    }
+
+    /// `LeaderLatch`'s leader: the first latch node, its data, and its czxid as the term.
+    async fn leader(&self, name: &str) -> Result<Option<Leader>> {
+        let s = &self.shared;
+        let dir = lock_dir(name)?;
+        let zk = s.client().await?;
+        for _ in 0..TRIES {
+            let children = match s.rpc(zk.list_children(&dir)).await {
+                Err(zk::Error::NoNode) => return Ok(None),
+                listed => listed.map_err(|e| s.err(e))?,
+            };
+            let Some(first) = queue(children, HoldKind::Leader).into_iter().next() else { return Ok(None) };
+            match s.rpc(zk.get_data(&format!("{dir}/{first}"))).await {
+                Ok((value, stat)) => return Ok(Some(Leader { value, term: stat.czxid as u64 })),
+                // Resigned meanwhile: the next in line leads now.
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(s.err(e)),
+            }
+        }
+        Err(Error::unavailable(format!("{}: election {name:?} kept changing leaders", s.url)))
+    }
+
+    /// A new value in our latch node; gone with our session, it is `LockLost`.
+    async fn proclaim(&self, grant: &Grant, value: &[u8]) -> Result<()> {
+        let s = &self.session_for(grant.ttl);
+        let Some(zk) = s.session.current() else { return Err(s.err(zk::Error::ClientClosed)) };
+        let node = grant.key.as_deref().ok_or_else(|| Error::internal("zk grant without a node path"))?;
+        match s.rpc(zk.set_data(node, value, None)).await {
+            Ok(_) => Ok(()),
+            Err(zk::Error::NoNode | zk::Error::SessionExpired) => Err(lock_lost(grant, &s.url)),
+            Err(e) => Err(s.err(e)),
+        }
     }
 
     async fn fence_write(&self, resource: &str, token: u64, value: &[u8]) -> Result<()> {

@@ -38,6 +38,7 @@ pub(super) struct Call<'a> {
     inner: &'a Arc<Inner>,
     name: &'a str,
     kind: HoldKind,
+    value: &'a [u8],
     key: String,
     opts: &'a LockOptions,
     once: bool,
@@ -47,10 +48,18 @@ pub(super) struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
-    pub(super) fn new(inner: &'a Arc<Inner>, name: &'a str, kind: HoldKind, opts: &'a LockOptions, once: bool) -> Self {
+    pub(super) fn new(
+        inner: &'a Arc<Inner>,
+        name: &'a str,
+        kind: HoldKind,
+        value: &'a [u8],
+        opts: &'a LockOptions,
+        once: bool,
+    ) -> Self {
         // A timeout too long for the clock to represent waits forever rather than overflow.
         let deadline = if once { None } else { opts.timeout.and_then(|t| Instant::now().checked_add(t)) };
-        Call { inner, name, kind, key: table_key(kind, name), opts, once, deadline, undos: Arc::default() }
+        let key = table_key(kind, name);
+        Call { inner, name, kind, value, key, opts, once, deadline, undos: Arc::default() }
     }
 
     /// `e` as an error of this lock on this backend.
@@ -99,6 +108,7 @@ impl<'a> Call<'a> {
             ttl: self.opts.ttl,
             fair: self.opts.fair,
             kind: self.kind,
+            value: self.value.to_vec(),
         };
         let place: SharedPlace = Arc::new(Mutex::new(Some(place)));
         let (lent, cleaner, undos) = (place.clone(), inner.clone(), self.undos.clone());

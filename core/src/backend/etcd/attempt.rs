@@ -57,7 +57,7 @@ impl EtcdAttempt {
         };
         let (mine, owner) = match known {
             Some(revs) => revs,
-            None => self.backend.enqueue(&self.req.name, &queued.key, lease).await?,
+            None => self.backend.enqueue(&self.req.name, &queued.key, &self.req.value, lease).await?,
         };
         queued.rev = mine;
         Ok((mine, owner))

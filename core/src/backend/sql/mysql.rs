@@ -498,6 +498,7 @@ impl Backend for MysqlBackend {
             session_bound: false,
             rw_lock: false,
             semaphore: false,
+            election: true,
         }
     }
 

@@ -426,6 +426,7 @@ impl Backend for PostgresBackend {
             session_bound: false,
             rw_lock: true,
             semaphore: true,
+            election: true,
         }
     }
 

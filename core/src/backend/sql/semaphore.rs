@@ -152,8 +152,14 @@ mod tests {
 
     fn take_with(permits: u32, stored: i64, rows: &[HoldRow]) -> Result<Outcome> {
         let kind = HoldKind::Permit { permits };
-        let req =
-            AcquireRequest { name: "S".into(), holder: "me".into(), ttl: Duration::from_secs(1), fair: None, kind };
+        let req = AcquireRequest {
+            name: "S".into(),
+            holder: "me".into(),
+            ttl: Duration::from_secs(1),
+            fair: None,
+            kind,
+            value: Vec::new(),
+        };
         decide_take(&SQLITE, &req, permits, Head { a: stored, b: stored, now: 1_000 }, rows).1.map(|p| p.outcome)
     }
 

@@ -163,6 +163,7 @@ impl Backend for SqliteBackend {
             session_bound: false,
             rw_lock: true,
             semaphore: true,
+            election: true,
         }
     }
 

@@ -78,7 +78,9 @@ impl QueueEntry {
     async fn create(&mut self, zk: &zk::Client) -> Result<Vec<String>, zk::Error> {
         let prefix = self.path(&self.node_prefix());
         self.sent = true;
-        let create = zk.create(&prefix, self.req.holder.as_bytes(), &self.shared.session.modes().ephemeral_sequential);
+        // A latch node's data is the candidate's value, as `LeaderLatch` keeps its participant id; a lock's, the holder.
+        let data = if self.req.kind == HoldKind::Leader { &self.req.value[..] } else { self.req.holder.as_bytes() };
+        let create = zk.create(&prefix, data, &self.shared.session.modes().ephemeral_sequential);
         let list = zk.list_children(self.dir());
         let (created, listed) = tokio::time::timeout(self.shared.request_timeout, futures::future::join(create, list))
             .await

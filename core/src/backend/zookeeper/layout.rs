@@ -1,6 +1,7 @@
 //! Curator's layouts: where a lock's nodes live, what they are called, and their order. `InterProcessMutex` nodes
 //! are `_c_<uuid>-lock-<seq10>`; `InterProcessReadWriteLock` puts `_c_<uuid>-__READ__<seq10>` and
 //! `_c_<uuid>-__WRIT__<seq10>` in one directory (markers of one length, ordered by the sequence after them);
+//! `LeaderLatch` nodes are `_c_<uuid>-latch-<seq10>` with the participant's value as data;
 //! `InterProcessSemaphoreV2` keeps an `InterProcessMutex` in `<dir>/locks` and its leases in `<dir>/leases`.
 
 use crate::backend::HoldKind;
@@ -13,6 +14,8 @@ pub(super) const LOCK_NAME: &str = "lock-";
 /// Curator's read-write lock markers.
 pub(super) const READ_NAME: &str = "__READ__";
 pub(super) const WRITE_NAME: &str = "__WRIT__";
+/// Curator `LeaderLatch`'s node name.
+pub(super) const LATCH_NAME: &str = "latch-";
 /// Curator's semaphore lease node name.
 pub(super) const LEASE_NAME: &str = "lease-";
 
@@ -21,6 +24,7 @@ pub(super) fn marker(kind: HoldKind) -> &'static str {
     match kind {
         HoldKind::Read => READ_NAME,
         HoldKind::Write => WRITE_NAME,
+        HoldKind::Leader => LATCH_NAME,
         _ => LOCK_NAME,
     }
 }
@@ -58,6 +62,7 @@ pub(super) fn queue(children: Vec<String>, kind: HoldKind) -> Vec<String> {
 fn family(kind: HoldKind) -> &'static [&'static str] {
     match kind {
         HoldKind::Read | HoldKind::Write => &[READ_NAME, WRITE_NAME],
+        HoldKind::Leader => &[LATCH_NAME],
         _ => &[LOCK_NAME],
     }
 }
