@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fencelock::{Client, ClientOptions, ErrorKind, HoldKind, Lease, LockOptions};
+use fencelock::{Client, ClientOptions, ErrorKind, HoldKind, Leader, Lease, Leadership, LockOptions};
+use futures::StreamExt;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -54,11 +55,13 @@ struct Run {
     unreachable: Option<String>,
     prefix: String,
     clients: HashMap<String, Client>,
-    leases: HashMap<String, Lease>,
+    leases: HashMap<String, Held>,
     // Every name the scenario used, with the kind of hold it was used for (the clean check differs per family).
     names: Vec<(String, HoldKind)>,
     // Acquires started with `spawn`, awaited by `join`.
-    tasks: HashMap<String, JoinHandle<fencelock::Result<Option<Lease>>>>,
+    tasks: HashMap<String, JoinHandle<fencelock::Result<Option<Held>>>>,
+    // Observers started with `observe`: what each stream has reported, in order.
+    observers: HashMap<String, tokio::sync::mpsc::UnboundedReceiver<fencelock::Result<Option<Leader>>>>,
     // When the previous and the current step began: `min_elapsed_ms` counts from the previous one.
     previous_start: Instant,
     current_start: Instant,
@@ -72,19 +75,54 @@ fn kind(step: &Value) -> HoldKind {
         Some("read") => HoldKind::Read,
         Some("write") => HoldKind::Write,
         Some("permit") => HoldKind::Permit { permits: step["permits"].as_u64().unwrap() as u32 },
+        Some("leader") => HoldKind::Leader,
         Some(other) => panic!("unknown kind {other}"),
     }
 }
 
-/// One acquire of `kind` through the public API: `lock` (`once` false) or `try_lock`.
+/// A hold a scenario keeps: a lease, or a leadership (a lease with the election's calls).
+enum Held {
+    Lease(Lease),
+    Leader(Leadership),
+}
+
+impl std::ops::Deref for Held {
+    type Target = Lease;
+
+    fn deref(&self) -> &Lease {
+        match self {
+            Held::Lease(l) => l,
+            Held::Leader(l) => l,
+        }
+    }
+}
+
+/// The value a step campaigns or proclaims with: `value` (UTF-8), or `value_len` bytes.
+fn value(step: &Value) -> Vec<u8> {
+    match step["value_len"].as_u64() {
+        Some(n) => vec![b'v'; n as usize],
+        None => step["value"].as_str().unwrap_or("").as_bytes().to_vec(),
+    }
+}
+
+/// One acquire of `kind` through the public API: `lock` (`once` false) or `try_lock`; a campaign with `value` for
+/// a leadership.
 async fn acquire(
     client: Client,
     name: String,
     kind: HoldKind,
+    value: Vec<u8>,
     opts: LockOptions,
     once: bool,
-) -> fencelock::Result<Option<Lease>> {
-    match (kind, once) {
+) -> fencelock::Result<Option<Held>> {
+    if kind == HoldKind::Leader {
+        let election = client.election(&name);
+        return match once {
+            false => election.campaign(&value, &opts).await.map(|l| Some(Held::Leader(l))),
+            true => election.try_campaign(&value, &opts).await.map(|l| l.map(Held::Leader)),
+        };
+    }
+    let lease = match (kind, once) {
         (HoldKind::Read, false) => client.rw_lock(&name).read(&opts).await.map(Some),
         (HoldKind::Read, true) => client.rw_lock(&name).try_read(&opts).await,
         (HoldKind::Write, false) => client.rw_lock(&name).write(&opts).await.map(Some),
@@ -93,7 +131,8 @@ async fn acquire(
         (HoldKind::Permit { permits }, true) => client.semaphore(&name, permits).try_acquire(&opts).await,
         (_, false) => client.lock(&name, &opts).await.map(Some),
         (_, true) => client.try_lock(&name, &opts).await,
-    }
+    };
+    lease.map(|l| l.map(Held::Lease))
 }
 
 fn ms(v: &Value) -> Option<Duration> {
@@ -141,6 +180,7 @@ impl Run {
         let name = format!("{}/{label}", self.prefix);
         let kind = match step["op"].as_str() {
             Some("lock" | "try_lock") => kind(step),
+            Some("expect_leader" | "observe") => HoldKind::Leader,
             // A semaphore's count read first: its clean check is the semaphore's, not a mutex's.
             Some("expect_available") => HoldKind::Permit { permits: step["permits"].as_u64().unwrap_or(0) as u32 },
             _ => HoldKind::Exclusive,
@@ -155,7 +195,7 @@ impl Run {
     async fn settle(
         &mut self,
         step: &Value,
-        got: fencelock::Result<Option<Lease>>,
+        got: fencelock::Result<Option<Held>>,
     ) -> Result<fencelock::Result<()>, String> {
         let lease = match got {
             Ok(lease) => lease,
@@ -213,7 +253,7 @@ impl Run {
         self.clients.get(id).unwrap_or_else(|| panic!("no client {id}"))
     }
 
-    fn lease(&self, step: &Value, key: &str) -> &Lease {
+    fn lease(&self, step: &Value, key: &str) -> &Held {
         let id = step[key].as_str().unwrap();
         self.leases.get(id).unwrap_or_else(|| panic!("no lease {id}"))
     }
@@ -264,8 +304,8 @@ impl Run {
             }
             "lock" | "try_lock" => {
                 let name = self.name(step);
-                let acquiring =
-                    acquire(self.client(step).clone(), name, kind(step), Self::options(step), op == "try_lock");
+                let client = self.client(step).clone();
+                let acquiring = acquire(client, name, kind(step), value(step), Self::options(step), op == "try_lock");
                 if let Some(task) = step["spawn"].as_str() {
                     self.tasks.insert(task.to_string(), tokio::spawn(acquiring));
                     return Ok(());
@@ -302,6 +342,44 @@ impl Run {
                 }
             }
             "release" => self.lease(step, "lease").release().await,
+            "proclaim" | "resign" => {
+                let Held::Leader(leadership) = self.lease(step, "lease") else {
+                    panic!("{op} of a lease that is no leadership")
+                };
+                if op == "proclaim" { leadership.proclaim(&value(step)).await } else { leadership.resign().await }
+            }
+            "expect_leader" => {
+                let name = self.name(step);
+                let leader = self.client(step).election(&name).leader().await.map_err(|e| e.to_string())?;
+                self.check_leader(step, leader.as_ref())?;
+                Ok(())
+            }
+            "observe" => {
+                let name = self.name(step);
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                let mut changes = Box::pin(self.client(step).election(&name).observe());
+                tokio::spawn(async move {
+                    while let Some(change) = changes.next().await {
+                        if tx.send(change).is_err() {
+                            return;
+                        }
+                    }
+                });
+                self.observers.insert(step["as"].as_str().unwrap().to_string(), rx);
+                Ok(())
+            }
+            "expect_observed" => {
+                let id = step["observer"].as_str().unwrap();
+                let bound = ms(&step["within_ms"]).unwrap_or(Duration::from_secs(10));
+                let rx = self.observers.get_mut(id).unwrap_or_else(|| panic!("no observer {id}"));
+                let change = match tokio::time::timeout(bound, rx.recv()).await {
+                    Ok(Some(change)) => change.map_err(|e| format!("observe failed: {e}"))?,
+                    Ok(None) => return Err("the observer's stream ended".into()),
+                    Err(_) => return Err(format!("no change observed within {bound:?}")),
+                };
+                self.check_leader(step, change.as_ref())?;
+                Ok(())
+            }
             "renew" => {
                 let lease = self.lease(step, "lease");
                 let r = lease.renew(ms(&step["ttl_ms"])).await;
@@ -386,6 +464,24 @@ impl Run {
         }
     }
 
+    /// A leader read or observed against the step: `none`, or `value` and `term_of` (a leadership's term).
+    fn check_leader(&self, step: &Value, leader: Option<&Leader>) -> Result<(), String> {
+        if step["none"].as_bool() == Some(true) {
+            return match leader {
+                None => Ok(()),
+                Some(l) => Err(format!("leader {l:?}, expected none")),
+            };
+        }
+        let Some(l) = leader else { return Err("no leader, expected one".into()) };
+        if step["value"].is_string() && l.value != value(step) {
+            return Err(format!("leader value {:?}, expected {:?}", String::from_utf8_lossy(&l.value), step["value"]));
+        }
+        if step["term_of"].is_string() && l.term != self.lease(step, "term_of").fence() {
+            return Err(format!("leader term {}, expected the term of {}", l.term, step["term_of"]));
+        }
+        Ok(())
+    }
+
     /// After the scenario: nothing may be left held.
     async fn check_clean(&mut self) -> Result<(), String> {
         for lease in self.leases.values() {
@@ -406,6 +502,12 @@ impl Run {
                 HoldKind::Read | HoldKind::Write => match checker.rw_lock(name).try_write(&once).await {
                     Ok(Some(lease)) => lease.release().await.map_err(|e| e.to_string())?,
                     Ok(None) => return Err(format!("read-write lock {name} left held")),
+                    Err(e) if e.kind() == ErrorKind::Unsupported => {}
+                    Err(e) => return Err(e.to_string()),
+                },
+                HoldKind::Leader => match checker.election(name).leader().await {
+                    Ok(None) => {}
+                    Ok(Some(l)) => return Err(format!("election {name} left a leader of term {}", l.term)),
                     Err(e) if e.kind() == ErrorKind::Unsupported => {}
                     Err(e) => return Err(e.to_string()),
                 },
@@ -440,6 +542,7 @@ async fn run_backend(label: &str, url: String, unreachable: Option<&str>) {
         ("session_bound", caps.session_bound),
         ("rw_lock", caps.rw_lock),
         ("semaphore", caps.semaphore),
+        ("election", caps.election),
     ]
     .into_iter()
     .filter_map(|(n, on)| on.then_some(n))
@@ -461,6 +564,7 @@ async fn run_backend(label: &str, url: String, unreachable: Option<&str>) {
             leases: HashMap::new(),
             names: Vec::new(),
             tasks: HashMap::new(),
+            observers: HashMap::new(),
             previous_start: Instant::now(),
             current_start: Instant::now(),
         };
