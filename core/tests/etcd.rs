@@ -1,5 +1,5 @@
 //! The etcd backend against a real server (`FENCELOCK_TEST_ETCD`, started by scripts/services.sh): queue order,
-//! cleanup of abandoned queue keys, interop with `etcdctl lock` and with recipe-shaped read-write keys, and the key
+//! cleanup of abandoned queue keys, interop with `etcdctl lock`, `etcdctl elect` and with recipe-shaped read-write keys, and the key
 //! layouts of read-write locks and semaphores. Each test works under a prefix of its own and ends by checking that
 //! nothing is left under it.
 
@@ -66,9 +66,15 @@ impl Etcd {
 
     /// `etcdctl lock <name>`, its stdout read line by line.
     fn etcdctl_lock(&self, name: &str) -> (Child, tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) {
+        self.etcdctl(&["lock", "--ttl=5", name])
+    }
+
+    /// `etcdctl <args>` against this server, its stdout read line by line.
+    fn etcdctl(&self, args: &[&str]) -> (Child, tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) {
         let mut child = Command::new("etcdctl")
             .env("ETCDCTL_API", "3")
-            .args(["--endpoints", &self.endpoint, "lock", "--ttl=5", name])
+            .args(["--endpoints", &self.endpoint])
+            .args(args)
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
@@ -196,6 +202,69 @@ async fn a_lock_held_by_fencelock_excludes_etcdctl() {
     println!("hand-off fencelock → etcdctl took {:?}", started.elapsed());
     assert!(client.try_lock(&name, &LockOptions::default()).await.unwrap().is_none());
     interrupt(child).await;
+    etcd.assert_clean().await;
+}
+
+/// The next line etcdctl prints.
+async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>, what: &str) -> String {
+    timeout(BOUND, lines.next_line()).await.unwrap_or_else(|_| panic!("etcdctl: {what}")).unwrap().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_elected_by_etcdctl_excludes_fencelock() {
+    let Some(etcd) = Etcd::open().await else { return };
+    let name = etcd.name("elect-etcdctl-first");
+    let (child, mut lines) = etcd.etcdctl(&["elect", &name, "from-etcdctl"]);
+    let key = next_line(&mut lines, "etcdctl leads the free election").await;
+    assert!(key.starts_with(&format!("{name}/")), "etcdctl printed {key:?}");
+
+    let client = Client::connect(&etcd.url).await.unwrap();
+    let election = client.election(&name);
+    assert!(election.try_campaign(b"fencelock", &LockOptions::default()).await.unwrap().is_none());
+    let leader = election.leader().await.unwrap().expect("etcdctl's candidate leads");
+    assert_eq!(leader.value, b"from-etcdctl");
+    let kv = etcd.raw.keys(&format!("{name}/")).await.unwrap().remove(0);
+    assert_eq!(leader.term, kv.create_revision as u64, "the term is the leader key's create revision");
+
+    let waiting = {
+        let election = election.clone();
+        tokio::spawn(async move { election.campaign(b"fencelock", &LockOptions::default()).await })
+    };
+    etcd.until_count(&format!("{name}/"), 2).await;
+    assert!(!waiting.is_finished());
+    interrupt(child).await;
+    let won = timeout(BOUND, waiting).await.expect("fencelock leads once etcdctl lets go").unwrap().unwrap();
+    assert!(won.term() > leader.term);
+    assert_eq!(election.leader().await.unwrap().unwrap().value, b"fencelock");
+    won.resign().await.unwrap();
+    etcd.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_sees_a_fencelock_leader_and_waits_for_it() {
+    let Some(etcd) = Etcd::open().await else { return };
+    let name = etcd.name("elect-fencelock-first");
+    let client = Client::connect(&etcd.url).await.unwrap();
+    let won = client.election(&name).campaign(b"fl-1", &LockOptions::default()).await.unwrap();
+
+    // `etcdctl elect -l` prints the leader's key and value, and again on every proclaim.
+    let (observer, mut observed) = etcd.etcdctl(&["elect", "-l", &name]);
+    assert!(next_line(&mut observed, "observes the leader's key").await.starts_with(&format!("{name}/")));
+    assert_eq!(next_line(&mut observed, "observes the leader's value").await, "fl-1");
+    won.proclaim(b"fl-2").await.unwrap();
+    next_line(&mut observed, "observes the proclaimed key").await;
+    assert_eq!(next_line(&mut observed, "observes the proclaimed value").await, "fl-2");
+    interrupt(observer).await;
+
+    let (candidate, mut lines) = etcd.etcdctl(&["elect", &name, "from-etcdctl"]);
+    etcd.until_count(&format!("{name}/"), 2).await;
+    won.resign().await.unwrap();
+    let key = next_line(&mut lines, "etcdctl leads after the resign").await;
+    assert!(key.starts_with(&format!("{name}/")), "etcdctl printed {key:?}");
+    let leader = client.election(&name).leader().await.unwrap().unwrap();
+    assert_eq!(leader.value, b"from-etcdctl");
+    assert!(leader.term > won.term());
+    interrupt(candidate).await;
     etcd.assert_clean().await;
 }
 
