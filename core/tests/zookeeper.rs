@@ -69,11 +69,16 @@ impl Raw {
 
     /// Makes a Curator-style waiter by hand: `<dir>/_c_<id>-lock-<seq>`, ephemeral on this raw session.
     async fn curator_node(&self, dir: &str, id: &str) -> (String, i64) {
+        self.protected_node(dir, id, "lock-", b"curator").await
+    }
+
+    /// `<dir>/_c_<id>-<marker><seq>` holding `data`, ephemeral on this raw session: what Curator's recipes make.
+    async fn protected_node(&self, dir: &str, id: &str, marker: &str, data: &[u8]) -> (String, i64) {
         let dirs = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
         self.zk.mkdir(dir, &dirs).await.unwrap();
         let opts = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-        let prefix = format!("{dir}/_c_{id}-lock-");
-        let (stat, seq) = self.zk.create(&prefix, b"curator", &opts).await.unwrap();
+        let prefix = format!("{dir}/_c_{id}-{marker}");
+        let (stat, seq) = self.zk.create(&prefix, data, &opts).await.unwrap();
         (format!("{prefix}{seq}"), stat.czxid)
     }
 
@@ -83,7 +88,7 @@ impl Raw {
         let mut dirs = Vec::new();
         while let Some(dir) = stack.pop() {
             for child in self.children(&dir).await {
-                assert!(!child.contains("lock-"), "stray lock node {dir}/{child}");
+                assert!(!child.contains("lock-") && !child.contains("latch-"), "stray lock node {dir}/{child}");
                 stack.push(format!("{dir}/{child}"));
             }
             dirs.push(dir);
@@ -605,5 +610,37 @@ async fn readers_looping_on_many_sessions_all_get_through() {
     for client in clients {
         client.close().await;
     }
+    raw.assert_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elections_are_curator_leader_latches() {
+    let Some((url, raw)) = Raw::open().await else { return };
+    let dir = raw.path("election");
+    // A LeaderLatch participant made by hand leads first: its id is the value fencelock reports.
+    let (latch, czxid) = raw.protected_node(&dir, "x", "latch-", b"curator-participant").await;
+    let client = Client::connect(&url).await.unwrap();
+    let election = client.election(&dir);
+    assert!(election.try_campaign(b"fencelock", &fast()).await.unwrap().is_none(), "the latch comes first");
+    let leader = election.leader().await.unwrap().unwrap();
+    assert_eq!((leader.value.as_slice(), leader.term), (&b"curator-participant"[..], czxid as u64));
+
+    let waiting = {
+        let election = election.clone();
+        tokio::spawn(async move { election.campaign(b"fencelock", &fast().timeout(BOUND)).await })
+    };
+    let children = raw.await_children(&dir, 2).await;
+    let ours = children.iter().find(|c| !latch.ends_with(c.as_str())).unwrap().clone();
+    assert!(is_protected(&ours, "latch-"), "{ours} is a Curator LeaderLatch node");
+    let (data, _) = raw.zk.get_data(&format!("{dir}/{ours}")).await.unwrap();
+    assert_eq!(data, b"fencelock", "a latch node's data is the candidate's value");
+    raw.zk.delete(&latch, None).await.unwrap();
+    let won = waiting.await.unwrap().unwrap();
+    assert!(won.term() > czxid as u64);
+    won.proclaim(b"proclaimed").await.unwrap();
+    assert_eq!(raw.zk.get_data(&format!("{dir}/{ours}")).await.unwrap().0, b"proclaimed");
+    won.resign().await.unwrap();
+    assert!(election.leader().await.unwrap().is_none());
+    client.close().await;
     raw.assert_clean().await;
 }
