@@ -262,6 +262,15 @@ async fn renew_and_release_follow_the_majority() {
     let no_watchdog = opts(5_000).watchdog(false);
 
     let lease = client.lock(&name, &no_watchdog).await.unwrap();
+    // `lock` returns on a majority: the last instance's grant may land after it, and would undo a delete before it.
+    eventually(CATCH_UP, "every instance has the record", || async {
+        let mut all = true;
+        for &port in &ports {
+            all &= holds(port, &name, lease.holder()).await;
+        }
+        all
+    })
+    .await;
     del(ports[0], &name).await;
     lease.renew(None).await.expect("a majority still has the record");
     del(ports[1], &name).await;
