@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use fencelock::{HoldKind, MAX_NAME_BYTES, MAX_PERMITS, MAX_TTL};
+use fencelock::{HoldKind, MAX_NAME_BYTES, MAX_PERMITS, MAX_TTL, MAX_VALUE_BYTES};
 
 /// Run a command while holding a distributed lock, or inspect a lock.
 #[derive(Debug, Parser)]
@@ -23,7 +23,25 @@ pub enum Command {
     Status(StatusArgs),
     /// Delete lock NAME whoever holds it (an operator's tool; the holder loses its lease).
     Release(ReleaseArgs),
+    /// Campaign in election NAME and run CMD while leader, then resign; exits with CMD's status.
+    #[command(after_help = ELECT_EXIT_CODES)]
+    Elect(ElectArgs),
+    /// Print the value and term of election NAME's leader, tab-separated; exit 3 if nobody leads.
+    Leader(LeaderArgs),
 }
+
+const ELECT_EXIT_CODES: &str = "\
+Exit status:
+  CMD's own status, or 128+N if CMD was killed by signal N
+  2    bad arguments (URL, name, TTL, timeout, value)
+  75   the leadership was lost while CMD ran (CMD was sent SIGTERM); with --again, a new campaign instead
+  124  --timeout passed while another candidate led
+  126  CMD could not be executed;  127  CMD was not found
+  130/143/129  interrupted by SIGINT/SIGTERM/SIGHUP while campaigning
+  1    any other failure (backend unavailable, ...)
+
+CMD sees FENCELOCK_NAME, FENCELOCK_TERM (the leadership's term, its fencing token) and FENCELOCK_TOKEN (the same
+number) in its environment.";
 
 const RUN_EXIT_CODES: &str = "\
 Exit status:
@@ -132,6 +150,50 @@ pub struct ReleaseArgs {
     /// Lock name
     #[arg(value_parser = parse_name)]
     pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    #[command(flatten)]
+    pub backend: Backend,
+    /// The value to lead with, as `fencelock leader` and etcdctl elect -l show it [default: run-<pid>@<host>]
+    #[arg(long, value_name = "V", value_parser = parse_value)]
+    pub value: Option<String>,
+    /// Campaign again when CMD ends or the leadership is lost, until a signal ends the run (a hot standby)
+    #[arg(long)]
+    pub again: bool,
+    /// Lease time to live in seconds (decimals allowed); renewed every third of it while leading
+    #[arg(long, value_name = "S", default_value = "30", value_parser = parse_ttl, allow_negative_numbers = true)]
+    pub ttl: Duration,
+    /// Give up after campaigning this many seconds while another leads (decimals allowed)
+    #[arg(long, value_name = "S", value_parser = parse_timeout, allow_negative_numbers = true)]
+    pub timeout: Option<Duration>,
+    /// Print progress (campaigning, leading with term, resigned) on stderr
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Election name
+    #[arg(value_parser = parse_name)]
+    pub name: String,
+    /// The command to run while leader, and its arguments (after `--`)
+    #[arg(value_name = "CMD", required = true, trailing_var_arg = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    #[command(flatten)]
+    pub backend: Backend,
+    /// Election name
+    #[arg(value_parser = parse_name)]
+    pub name: String,
+}
+
+/// An election value within the core's limit, checked before connecting.
+fn parse_value(s: &str) -> Result<String, String> {
+    match s.len() {
+        n if n > MAX_VALUE_BYTES => Err(format!("the value is {n} bytes, longer than {MAX_VALUE_BYTES}")),
+        _ => Ok(s.to_string()),
+    }
 }
 
 /// A lock name as the core accepts it (1–512 bytes; argv cannot carry NUL), checked before connecting.

@@ -27,17 +27,26 @@ impl Pid {
     }
 }
 
-/// Starts `argv` with `FENCELOCK_NAME`, `FENCELOCK_TOKEN` and, for a semaphore's permit, `FENCELOCK_SLOT` set. Must run on the thread that lives as long as the
-/// process (see `die_with_parent`).
-pub fn spawn(argv: &[String], name: &str, token: u64, slot: Option<u32>) -> Result<Cmd, Failure> {
+/// What CMD's environment says of the hold, besides its name and token: a permit's slot, a leadership's term.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HoldEnv {
+    pub slot: Option<u32>,
+    pub term: Option<u64>,
+}
+
+/// Starts `argv` with `FENCELOCK_NAME`, `FENCELOCK_TOKEN` and, for a semaphore's permit, `FENCELOCK_SLOT` set, for a
+/// leadership `FENCELOCK_TERM`. Must run on the thread that lives as long as the process (see `die_with_parent`).
+pub fn spawn(argv: &[String], name: &str, token: u64, hold: HoldEnv) -> Result<Cmd, Failure> {
     let (program, args) = argv.split_first().ok_or_else(|| Failure::new(exit::USAGE, "no command given"))?;
     let mut command = Command::new(program);
     command.args(args).env("FENCELOCK_NAME", name).env("FENCELOCK_TOKEN", token.to_string());
-    // Not an outer run's slot: a run nested in a permit's CMD holds no slot of its own.
-    match slot {
-        Some(slot) => command.env("FENCELOCK_SLOT", slot.to_string()),
-        None => command.env_remove("FENCELOCK_SLOT"),
-    };
+    // Not an outer run's: a run nested in a permit's or a leader's CMD holds no slot or term of its own.
+    for (var, value) in [("FENCELOCK_SLOT", hold.slot.map(u64::from)), ("FENCELOCK_TERM", hold.term)] {
+        match value {
+            Some(v) => command.env(var, v.to_string()),
+            None => command.env_remove(var),
+        };
+    }
     die_with_parent(&mut command);
     let child = command.spawn().map_err(|e| {
         let code = match e.kind() {

@@ -8,6 +8,8 @@ use fencelock::ErrorKind;
 pub const FAILURE: i32 = 1;
 /// Bad arguments; clap uses the same status for syntax errors.
 pub const USAGE: i32 = 2;
+/// `fencelock leader`: nobody leads the election.
+pub const NO_LEADER: i32 = 3;
 /// The lock was lost while CMD ran (`EX_TEMPFAIL` of sysexits.h: trying again later may work).
 pub const LOST: i32 = 75;
 /// `--timeout` passed while waiting, as timeout(1) reports it.

@@ -1,8 +1,9 @@
-//! `fencelock`: run a command while holding a distributed lock (`run`), inspect a lock (`status`), clear a stuck
-//! one (`release --force`). See `fencelock run --help` for the exit statuses.
+//! `fencelock`: run a command while holding a distributed lock (`run`) or leading an election (`elect`), inspect a
+//! lock (`status`) or an election (`leader`), clear a stuck lock (`release --force`). See `fencelock run --help` for the exit statuses.
 
 mod args;
 mod child;
+mod elect;
 mod exit;
 mod release;
 mod run;
@@ -23,6 +24,8 @@ async fn main() -> ExitCode {
         Command::Run(args) => run::run(args).await,
         Command::Status(args) => status::status(args).await,
         Command::Release(args) => release::release(args).await,
+        Command::Elect(args) => elect::elect(args).await,
+        Command::Leader(args) => elect::leader(args).await,
     };
     let code = result.unwrap_or_else(|failure| {
         eprintln!("{failure}");

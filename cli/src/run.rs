@@ -10,7 +10,7 @@ use fencelock::{Client, ErrorKind, HoldKind, Lease, LockOptions};
 use tokio::time::Instant;
 
 use crate::args::RunArgs;
-use crate::child::{self, Cmd};
+use crate::child::{self, Cmd, HoldEnv};
 use crate::exit::{self, Failure};
 use crate::signals::Signals;
 
@@ -30,10 +30,10 @@ pub async fn run(args: RunArgs) -> Result<i32, Failure> {
 }
 
 /// Progress lines on stderr, only with `-v`.
-struct Progress(bool);
+pub(crate) struct Progress(pub(crate) bool);
 
 impl Progress {
-    fn say(&self, line: fmt::Arguments<'_>) {
+    pub(crate) fn say(&self, line: fmt::Arguments<'_>) {
         if self.0 {
             eprintln!("fencelock: {line}");
         }
@@ -56,7 +56,7 @@ async fn run_locked(client: &Client, args: &RunArgs, signals: &mut Signals) -> R
         None => progress.say(format_args!("acquired {} with token {}", what(args), lease.fence())),
     }
 
-    let cmd = match child::spawn(&args.command, name, lease.fence(), lease.slot()) {
+    let cmd = match child::spawn(&args.command, name, lease.fence(), HoldEnv { slot: lease.slot(), term: None }) {
         Ok(cmd) => cmd,
         Err(failure) => {
             let _ = lease.release().await;
@@ -65,7 +65,7 @@ async fn run_locked(client: &Client, args: &RunArgs, signals: &mut Signals) -> R
     };
     let ended = supervise(cmd, &lease, signals).await;
     let released = lease.release().await;
-    let (status, lost_while_running) = ended?;
+    let Ended { status, lost: lost_while_running, .. } = ended?;
     let code = child::exit_code(status);
     match released {
         _ if lost_while_running => Err(Failure::new(
@@ -172,7 +172,7 @@ async fn holder(client: &Client, name: &str) -> String {
 }
 
 /// The owner part of our holder id: which process on which host holds the lock, for `fencelock status`.
-fn owner_id() -> String {
+pub(crate) fn owner_id() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
     let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
@@ -181,19 +181,29 @@ fn owner_id() -> String {
     format!("run-{}@{host}", std::process::id())
 }
 
+/// How CMD ended under supervision.
+pub(crate) struct Ended {
+    pub(crate) status: ExitStatus,
+    /// The lease was lost while CMD ran (CMD was then sent SIGTERM).
+    pub(crate) lost: bool,
+    /// The last signal we received and passed on to CMD, if any.
+    pub(crate) signalled: Option<i32>,
+}
+
 /// Runs CMD to its end, passing our signals on to it. Returns its status and whether the lease was lost meanwhile
 /// (CMD was then sent SIGTERM, and SIGKILL if it outlived `KILL_AFTER`).
-async fn supervise(mut cmd: Cmd, lease: &Lease, signals: &mut Signals) -> Result<(ExitStatus, bool), Failure> {
+pub(crate) async fn supervise(mut cmd: Cmd, lease: &Lease, signals: &mut Signals) -> Result<Ended, Failure> {
     let lost = lease.lost();
     tokio::pin!(lost);
     let mut kill_at: Option<Instant> = None;
     let mut killed = false;
     let mut ended = false;
+    let mut signalled = None;
     loop {
         tokio::select! {
             status = cmd.child.wait() => {
                 let status = status.map_err(|e| Failure::new(exit::FAILURE, format!("cannot wait for the command: {e}")))?;
-                return Ok((status, kill_at.is_some()));
+                return Ok(Ended { status, lost: kill_at.is_some(), signalled });
             }
             end = &mut lost, if !ended => {
                 ended = true;
@@ -202,7 +212,10 @@ async fn supervise(mut cmd: Cmd, lease: &Lease, signals: &mut Signals) -> Result
                     kill_at = Some(Instant::now() + KILL_AFTER);
                 }
             }
-            signo = signals.recv() => cmd.pid.signal(signo),
+            signo = signals.recv() => {
+                signalled = Some(signo);
+                cmd.pid.signal(signo);
+            }
             () = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() && !killed => {
                 cmd.pid.signal(libc::SIGKILL);
                 killed = true;
@@ -213,7 +226,7 @@ async fn supervise(mut cmd: Cmd, lease: &Lease, signals: &mut Signals) -> Result
 
 /// A lock future dropped in flight leaves a clean-up task (the core's cancel safety) that must finish before the
 /// process exits, or the lock would stay taken until its TTL: wait, within bounds, until no record of ours is left.
-async fn settle_cancelled(client: &Client, name: &str) {
+pub(crate) async fn settle_cancelled(client: &Client, name: &str) {
     let deadline = Instant::now() + SETTLE_WITHIN;
     while Instant::now() < deadline {
         match client.inspect(name).await {

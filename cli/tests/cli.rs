@@ -596,3 +596,67 @@ fn a_run_outside_a_semaphore_sees_no_slot() {
     let out = Proc::spawn(cmd).finish();
     assert_eq!((code(out.status), text(&out.stdout)), (0, "none\n".to_string()), "an outer run's slot leaked");
 }
+
+/// A `fencelock elect FLAGS… NAME` whose command prints `held <term> <token>` and then waits for its stdin to close.
+fn lead_with(s: &Scratch, flags: &[&str], name: &str) -> (Proc, u64) {
+    let script = "echo \"held $FENCELOCK_TERM $FENCELOCK_TOKEN\"; read _ || true";
+    let mut p = Proc::spawn(s.cmd("elect", &[flags, &[name, "--", "sh", "-c", script]].concat()));
+    let line = p.expect_stdout("held");
+    let (term, token) = line.trim_start_matches("held ").split_once(' ').unwrap();
+    assert_eq!(term, token, "the term is the leadership's token");
+    (p, term.parse().unwrap())
+}
+
+#[test]
+fn elect_runs_the_command_while_leader_and_leader_shows_it() {
+    let s = Scratch::new();
+    let out = s.output("leader", &["e"]);
+    assert_eq!(code(out.status), 3, "{out:?}");
+    assert!(text(&out.stderr).contains("nobody leads election \"e\""), "{}", text(&out.stderr));
+
+    let (first, term1) = lead_with(&s, &["--value", "one"], "e");
+    let out = s.output("leader", &["e"]);
+    assert_eq!((code(out.status), text(&out.stdout)), (0, format!("one\t{term1}\n")));
+    let out = s.output("elect", &["--value", "two", "--timeout", "0.2", "e", "--", "echo", "must not run"]);
+    assert_eq!(code(out.status), 124, "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("campaigning in election \"e\""), "{}", text(&out.stderr));
+
+    let mut standby = Proc::spawn(s.cmd(
+        "elect",
+        &["-v", "--value", "two", "e", "--", "sh", "-c", "echo \"held $FENCELOCK_TERM\"; read _ || true"],
+    ));
+    standby.expect_stderr("campaigning in election \"e\"");
+    assert_eq!(code(first.finish().status), 0);
+    let term2: u64 = standby.expect_stdout("held").trim_start_matches("held ").parse().unwrap();
+    assert!(term2 > term1, "the next leader's term {term2} is not above {term1}");
+    let out = s.output("leader", &["e"]);
+    assert_eq!(text(&out.stdout), format!("two\t{term2}\n"));
+    assert_eq!(code(standby.finish().status), 0);
+    assert_eq!(code(s.output("leader", &["e"]).status), 3, "the leader resigned when its command ended");
+}
+
+#[test]
+fn a_lost_leadership_stops_the_command_and_again_campaigns_anew() {
+    let s = Scratch::new();
+    let marker = s.path("marker");
+    let script = "trap 'kill $!; echo terminated >> \"$1\"; exit 143' TERM; echo started >> \"$1\"; sleep 30 & wait";
+    let lead =
+        Proc::spawn(s.cmd("elect", &["--ttl", "1", "e", "--", "sh", "-c", script, "sh", marker.to_str().unwrap()]));
+    eventually("the command to start", || std::fs::read_to_string(&marker).ok().filter(|m| m.contains("started")));
+    assert_eq!(code(s.output("release", &["--force", "e"]).status), 0);
+    let out = lead.finish();
+    assert_eq!(code(out.status), 75, "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("lost the leadership of election \"e\""), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "started\nterminated\n");
+
+    // A hot standby: after the loss it campaigns again and leads with a higher term; a signal ends it.
+    let (mut standby, term1) = lead_with(&s, &["--again", "--ttl", "1"], "again");
+    assert_eq!(code(s.output("release", &["--force", "again"]).status), 0);
+    let line = standby.expect_stdout("held");
+    let term2: u64 = line.trim_start_matches("held ").split(' ').next().unwrap().parse().unwrap();
+    assert!(term2 > term1, "the new term {term2} is not above {term1}");
+    standby.signal("TERM");
+    let out = standby.finish();
+    assert_eq!(code(out.status), 143, "{}", text(&out.stderr));
+    assert_eq!(code(s.output("leader", &["again"]).status), 3, "the standby resigned on the signal");
+}

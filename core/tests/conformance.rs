@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fencelock::{Client, ClientOptions, ErrorKind, HoldKind, Leader, Lease, Leadership, LockOptions};
+use fencelock::{Client, ClientOptions, ErrorKind, HoldKind, Leader, Leadership, Lease, LockOptions};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::task::JoinHandle;
