@@ -326,15 +326,7 @@ impl EtcdBackend {
 impl Backend for EtcdBackend {
     fn capability(&self) -> Capability {
         // KeptLease-bound: a key lives while its client keeps the lease alive, whatever the lock's own renewals.
-        Capability {
-            fencing: true,
-            native_wait: true,
-            fair: true,
-            session_bound: true,
-            rw_lock: true,
-            semaphore: true,
-            election: true,
-        }
+        Capability::SESSION_BOUND
     }
 
     fn describe(&self) -> &str {

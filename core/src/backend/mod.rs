@@ -77,6 +77,19 @@ pub struct Capability {
     pub election: bool,
 }
 
+impl Capability {
+    /// What etcd and ZooKeeper can do: everything, with holds bound to a session.
+    pub(crate) const SESSION_BOUND: Capability = Capability {
+        fencing: true,
+        native_wait: true,
+        fair: true,
+        session_bound: true,
+        rw_lock: true,
+        semaphore: true,
+        election: true,
+    };
+}
+
 /// The kind of hold one acquire asks for: all a mutex, a read-write lock and a semaphore differ in (DESIGN.md §4b).
 /// Everything else — the wait loop, the local queue, reentrancy, the watchdog, the lost signal and the cancel path —
 /// is the same for every kind.

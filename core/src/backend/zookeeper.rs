@@ -209,15 +209,7 @@ impl ZkBackend {
 #[async_trait]
 impl Backend for ZkBackend {
     fn capability(&self) -> Capability {
-        Capability {
-            fencing: true,
-            native_wait: true,
-            fair: true,
-            session_bound: true,
-            rw_lock: true,
-            semaphore: true,
-            election: true,
-        }
+        Capability::SESSION_BOUND
     }
 
     fn describe(&self) -> &str {
