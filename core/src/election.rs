@@ -44,6 +44,19 @@ impl Client {
     }
 }
 
+/// What the register stores: the holder id, so a reader can tell the current holder's value from an earlier one's,
+/// then the value (`<holder length, 4 bytes big-endian><holder><value>`).
+fn pack(holder: &str, value: &[u8]) -> Vec<u8> {
+    [&(holder.len() as u32).to_be_bytes()[..], holder.as_bytes(), value].concat()
+}
+
+/// The holder and value of a stored register; a register of another shape has no holder.
+fn unpack(stored: &[u8]) -> (&[u8], &[u8]) {
+    let Some((len, rest)) = stored.split_first_chunk::<4>() else { return (&[], stored) };
+    let len = u32::from_be_bytes(*len) as usize;
+    if len == 0 || len > rest.len() { (&[], stored) } else { rest.split_at(len) }
+}
+
 /// The register beside the mutex of an election on a backend whose records keep no values.
 fn register(name: &str) -> String {
     format!("fencelock.leader/{name}")
@@ -107,11 +120,13 @@ impl Election {
         let mut info = None;
         for _ in 0..LEADER_READS {
             // The register first: a value read before the mutex that names its term was the leader's then.
-            let (term, value) = backend.fence_read(&register(&self.name)).await.map_err(at)?;
+            let (term, stored) = backend.fence_read(&register(&self.name)).await.map_err(at)?;
             let now = backend.inspect(&self.name).await.map_err(at)?;
-            match (&now.holder, now.last_token) {
-                (None, _) => return Ok(None),
-                (Some(_), Some(last)) if last == term => return Ok(Some(Leader { value, term })),
+            let (holder, value) = unpack(&stored);
+            match &now.holder {
+                None => return Ok(None),
+                // The holder wrote it: its value, at its term (Redlock's `last_token` may count a minority's grants).
+                Some(h) if h.as_bytes() == holder => return Ok(Some(Leader { value: value.to_vec(), term })),
                 _ => info = Some(now),
             }
         }
@@ -220,7 +235,7 @@ impl Leadership {
     async fn write_value(&self, value: &[u8]) -> Result<()> {
         let backend = self.election.client.backend();
         let name = &self.election.name;
-        match backend.fence_write(&register(name), self.term(), value).await {
+        match backend.fence_write(&register(name), self.term(), &pack(self.lease.holder(), value)).await {
             Err(e) if e.kind() == ErrorKind::Fenced => Err(Error::new(
                 ErrorKind::LockLost,
                 format!("term {} is over: a newer leader wrote its value", self.term()),
