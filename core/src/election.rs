@@ -99,12 +99,39 @@ impl Election {
         let won = Leadership { lease, election: self.clone() };
         if !self.client.backend().keeps_leader_values() {
             // The value is the leader's only once written: a failed write ends the leadership it belongs to.
-            if let Err(e) = won.write_value(value).await {
+            if let Err(e) = write_value(self, &won.lease, value).await {
                 let _ = won.lease.release().await;
                 return Err(e);
             }
         }
         Ok(Some(won))
+    }
+
+    /// [`Leadership::proclaim`] for a leadership a binding keeps as its [`Lease`] (from [`Leadership::into_lease`]).
+    /// `InvalidArgument` if the lease is not a leadership of this election.
+    pub async fn proclaim(&self, lease: &Lease, value: &[u8]) -> Result<()> {
+        // Where the records keep no values a leadership is held as a mutex, and its lease says so.
+        let generic = !self.client.backend().keeps_leader_values();
+        let leads = lease.kind() == HoldKind::Leader || (generic && lease.kind() == HoldKind::Exclusive);
+        if !leads || lease.name() != self.name {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("a {} hold on {:?} is not a leadership of this election", lease.kind().label(), lease.name()),
+            )
+            .with_lock(&self.name));
+        }
+        check_value(&self.name, value)?;
+        lease.check_unreleased()?;
+        if let Some(e) = lease.lost_error() {
+            return Err(e);
+        }
+        let backend = self.client.backend();
+        if backend.keeps_leader_values() {
+            return backend.proclaim(lease.grant(), value).await.map_err(|e| e.at(&self.name, backend.describe()));
+        }
+        // Still ours now, then the value at our term: a newer leader's write fences it off.
+        lease.renew(None).await?;
+        write_value(self, lease, value).await
     }
 
     /// The current leader's value and term, or `None` if nobody leads.
@@ -211,37 +238,25 @@ impl Leadership {
 
     /// Replaces the leader's value, keeping the term. `LockLost` if the leadership was lost.
     pub async fn proclaim(&self, value: &[u8]) -> Result<()> {
-        check_value(&self.election.name, value)?;
-        self.lease.check_unreleased()?;
-        if let Some(e) = self.lease.lost_error() {
-            return Err(e);
-        }
-        let backend = self.election.client.backend();
-        if backend.keeps_leader_values() {
-            let grant = self.lease.grant();
-            return backend.proclaim(grant, value).await.map_err(|e| e.at(&self.election.name, backend.describe()));
-        }
-        // Still ours now, then the value at our term: a newer leader's write fences it off.
-        self.lease.renew(None).await?;
-        self.write_value(value).await
+        self.election.proclaim(&self.lease, value).await
     }
 
     /// Gives up the leadership; the next candidate takes over.
     pub async fn resign(&self) -> Result<()> {
         self.lease.release().await
     }
+}
 
-    /// Writes `value` at this term into the register beside the mutex.
-    async fn write_value(&self, value: &[u8]) -> Result<()> {
-        let backend = self.election.client.backend();
-        let name = &self.election.name;
-        match backend.fence_write(&register(name), self.term(), &pack(self.lease.holder(), value)).await {
-            Err(e) if e.kind() == ErrorKind::Fenced => Err(Error::new(
-                ErrorKind::LockLost,
-                format!("term {} is over: a newer leader wrote its value", self.term()),
-            )
-            .at(name, backend.describe())),
-            other => other.map_err(|e| e.at(name, backend.describe())),
-        }
+/// Writes `value` at the term of `lease` into the register beside the election's mutex.
+async fn write_value(election: &Election, lease: &Lease, value: &[u8]) -> Result<()> {
+    let backend = election.client.backend();
+    let name = &election.name;
+    match backend.fence_write(&register(name), lease.fence(), &pack(lease.holder(), value)).await {
+        Err(e) if e.kind() == ErrorKind::Fenced => Err(Error::new(
+            ErrorKind::LockLost,
+            format!("term {} is over: a newer leader wrote its value", lease.fence()),
+        )
+        .at(name, backend.describe())),
+        other => other.map_err(|e| e.at(name, backend.describe())),
     }
 }

@@ -8,14 +8,17 @@
 //! - [`acquire`] (`lock` or `try_lock` by one flag) and [`block_interruptibly`], the blocking wait in [`SLICE`]s
 //!   that a host's interrupt ends (Python's signals, Java's `Thread.interrupt()`);
 //! - [`hold`], [`hold_kind`] and [`available`]: read-write locks and semaphores by the kind's name, as the bindings
-//!   pass it.
+//!   pass it;
+//! - [`campaign`], [`proclaim`], [`leader`] and [`Observer`]: elections, a leadership travelling as its lease.
 
+mod election;
 mod kinds;
 mod panic;
 mod runtime;
 mod status;
 mod wait;
 
+pub use election::{Observer, campaign, leader, proclaim};
 pub use kinds::{available, hold, hold_kind, permits_of};
 pub use panic::catch_panic;
 pub use runtime::{block_on, build_for_host, handle, on_runtime_thread, spawn};
