@@ -41,6 +41,12 @@ pub struct Observer {
     changes: Mutex<Changes>,
 }
 
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
+}
+
 impl Observer {
     pub fn new(client: &Client, name: &str) -> Self {
         Observer { changes: Mutex::new(Box::pin(client.election(name).observe())) }
