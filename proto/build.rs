@@ -3,8 +3,13 @@
 
 use prost::Message;
 
-const PROTOS: [&str; 4] =
-    ["etcdserverpb/rpc.proto", "mvccpb/kv.proto", "v3lockpb/v3lock.proto", "fencelock/v1/fencelock.proto"];
+const PROTOS: [&str; 5] = [
+    "etcdserverpb/rpc.proto",
+    "mvccpb/kv.proto",
+    "v3lockpb/v3lock.proto",
+    "v3electionpb/v3election.proto",
+    "fencelock/v1/fencelock.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");

@@ -1,5 +1,5 @@
 //! The gRPC code fencelock's etcd backend, its tests and fencelockd share, generated at build time from `proto/`
-//! (see build.rs): etcd's KV, Watch, Lease and Authenticate calls, etcd's v3lock service, and fencelockd's native
+//! (see build.rs): etcd's KV, Watch, Lease and Authenticate calls, etcd's v3lock and v3election services, and fencelockd's native
 //! service. One copy, so the backend and the server cannot drift apart on etcd's wire format.
 
 /// etcd's `etcdserverpb` package: KV, Watch, Lease, Auth and the response header.
@@ -18,6 +18,12 @@ pub mod mvccpb {
 #[allow(missing_docs, clippy::all, missing_debug_implementations)]
 pub mod v3lockpb {
     tonic::include_proto!("v3lockpb");
+}
+
+/// etcd's `v3electionpb` package (the Election service).
+#[allow(missing_docs, clippy::all, missing_debug_implementations)]
+pub mod v3electionpb {
+    tonic::include_proto!("v3electionpb");
 }
 
 /// fencelockd's native `fencelock.v1` package.

@@ -4,6 +4,8 @@
 //!
 //! - `etcd` — `etcdserverpb.Lease` and `v3lockpb.Lock`: a lease owns the locks taken with it and releases them when
 //!   it is revoked or its keep-alives stop.
+//! - `election` — `v3electionpb.Election`: etcd's elections over fencelock's, on the same etcd leases; a leader
+//!   key's rev is the term.
 //! - `native` — `fencelock.v1.Locks`: try-lock, renew with a new TTL, fenced writes, the lost stream.
 //! - `registry` — the one lease table under both, bounded by `--max-leases` and `--max-waiters`; each lease belongs
 //!   to the identity that took it.
@@ -14,6 +16,7 @@
 //! - `grpc_calls` — gRPC calls counted by method and status code (a tower layer around every service).
 //! - `metrics` — `--metrics-listen`: Prometheus text at `GET /metrics`, core's families and fencelockd's own.
 
+pub mod election;
 pub mod etcd;
 pub mod grpc_calls;
 pub mod identity;

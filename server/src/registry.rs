@@ -53,12 +53,22 @@ impl EtcdLease {
         self.deadline.lock().expect("deadline lock").saturating_duration_since(Instant::now())
     }
 
-    /// The ownership keys of the locks it holds.
+    /// The ownership keys of the locks it holds, and the leader keys of the elections it leads.
     pub async fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.locks.lock().await.keys().map(|n| self.key(n)).collect();
+        let mut keys: Vec<String> =
+            self.locks.lock().await.keys().map(|n| self.key(n.strip_prefix(ELECTION).unwrap_or(n))).collect();
         keys.sort();
         keys
     }
+}
+
+/// Where a leadership sits in a lease's table of holds: beside the locks, under its election's name behind a prefix
+/// no lock name starts with (a control character), so a lock and an election of the same name held with the same
+/// lease do not collide, though their etcd keys (name/lease) are alike as in etcd.
+const ELECTION: &str = "\u{1}election:";
+
+fn election_slot(name: &str) -> String {
+    format!("{ELECTION}{name}")
 }
 
 /// A backend lock held for an etcd lease; dropping it (Unlock, or the lease's end) stops its loss watcher.
@@ -465,6 +475,102 @@ impl Registry {
             tokio::spawn(self.clone().watch_lost(lease.clone(), name.to_string(), held, unheld));
         }
         Ok((lease.key(name), fence))
+    }
+
+    /// Campaigns in the election `name` with `value` for `caller`'s etcd lease `id`, waiting while another leads;
+    /// returns the term. The leadership ends with the lease (revoked, expired, lost on the backend). Campaigning
+    /// again with the same lease while it leads keeps the term and proclaims `value`, as etcd does.
+    pub async fn campaign_for(
+        self: &Arc<Self>,
+        id: i64,
+        name: &str,
+        value: &[u8],
+        caller: &Identity,
+    ) -> Result<u64, Status> {
+        let lease = self.etcd_lease(id, caller)?.ok_or_else(lease_not_found)?;
+        let slot = election_slot(name);
+        let election = self.client.election(name);
+        let existing = lease.locks.lock().await.get(&slot).map(|held| held.lease.clone());
+        if let Some(held) = existing {
+            election.proclaim(&held, value).await.map_err(from_error)?;
+            return Ok(held.fence());
+        }
+        let opts = LockOptions::default().ttl(lease.ttl).owner(format!("etcd-lease-{id:x}"));
+        let waiting = Waiting::enter(&self.waiting, self.limits.max_waiters)?;
+        let held = tokio::select! {
+            r = election.campaign(value, &opts) => r.map_err(from_error)?.into_lease(),
+            _ = lease.gone() => return Err(lease_not_found()),
+            _ = self.shutting_down() => return Err(self.shut()),
+        };
+        drop(waiting);
+        let mut locks = lease.locks.lock().await;
+        if *lease.gone.borrow() {
+            drop(locks);
+            let _ = held.release().await;
+            return Err(lease_not_found());
+        }
+        let term = held.fence();
+        self.grants().record(&lease.owner, name, term);
+        if let Some(won) = locks.get(&slot) {
+            // A concurrent Campaign with the same lease won; its leadership is the one.
+            let term = won.lease.fence();
+            drop(locks);
+            let _ = held.release().await;
+            return Ok(term);
+        }
+        let held = Arc::new(held);
+        let (watching, unheld) = tokio::sync::oneshot::channel();
+        locks.insert(slot.clone(), Held { lease: held.clone(), _watching: watching });
+        tracing::debug!(lease = format_args!("{id:x}"), election = %name, term, "leadership won");
+        tokio::spawn(self.clone().watch_lost(lease.clone(), slot, held, unheld));
+        Ok(term)
+    }
+
+    /// The leadership of `caller`'s lease `id` in the election `name`, if it still leads with term `rev` (0: any).
+    async fn leadership(&self, name: &str, id: i64, rev: i64, caller: &Identity) -> Result<Arc<Lease>, Status> {
+        let not_leader = || Status::failed_precondition("etcdserver: election: not leader");
+        let lease = self.etcd_lease(id, caller)?.ok_or_else(not_leader)?;
+        let held =
+            lease.locks.lock().await.get(&election_slot(name)).map(|h| h.lease.clone()).ok_or_else(not_leader)?;
+        if (rev != 0 && i64::try_from(held.fence()).ok() != Some(rev)) || held.is_lost() {
+            return Err(not_leader());
+        }
+        Ok(held)
+    }
+
+    /// Replaces the value of `caller`'s leadership (lease `id`, term `rev`) in the election `name`.
+    pub async fn proclaim_for(
+        &self,
+        name: &str,
+        id: i64,
+        rev: i64,
+        value: &[u8],
+        caller: &Identity,
+    ) -> Result<(), Status> {
+        let held = self.leadership(name, id, rev, caller).await?;
+        self.client.election(name).proclaim(&held, value).await.map_err(from_error)
+    }
+
+    /// Gives up `caller`'s leadership (lease `id`, term `rev`) in the election `name`; the lease lives on.
+    pub async fn resign_for(&self, name: &str, id: i64, rev: i64, caller: &Identity) -> Result<(), Status> {
+        self.leadership(name, id, rev, caller).await?;
+        let lease = self.etcd_lease(id, caller)?.ok_or_else(lease_not_found)?;
+        let Some(held) = lease.locks.lock().await.remove(&election_slot(name)) else { return Ok(()) };
+        held.lease.release().await.map_err(from_error)?;
+        tracing::debug!(lease = format_args!("{id:x}"), election = %name, term = held.lease.fence(), "resigned");
+        Ok(())
+    }
+
+    /// The etcd lease through which this server holds the leadership of `name` with `term`, if one does.
+    pub async fn leader_lease(&self, name: &str, term: u64) -> Option<i64> {
+        let leases: Vec<Arc<EtcdLease>> = self.tables().etcd.values().cloned().collect();
+        let slot = election_slot(name);
+        for lease in leases {
+            if lease.locks.lock().await.get(&slot).is_some_and(|h| h.lease.fence() == term) {
+                return Some(lease.id);
+            }
+        }
+        None
     }
 
     /// Releases the lock whose ownership key is `key`, if `caller` owns its lease; returns its fence.

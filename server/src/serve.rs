@@ -1,4 +1,4 @@
-//! The gRPC server: etcd's Lease and Lock services, the native service, health and reflection, and the shutdown
+//! The gRPC server: etcd's Lease, Lock and Election services, the native service, health and reflection, and the shutdown
 //! order (stop serving, end open streams, revoke every lease, close the backend).
 
 use std::net::SocketAddr;
@@ -9,6 +9,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 
+use crate::election::EtcdElections;
 use crate::etcd::{EtcdLeases, EtcdLocks};
 use crate::grpc_calls::GrpcCalls;
 use crate::native::NativeLocks;
@@ -16,6 +17,7 @@ use crate::proto::DESCRIPTORS;
 use crate::proto::etcdserverpb::auth_server::AuthServer;
 use crate::proto::etcdserverpb::lease_server::LeaseServer;
 use crate::proto::fencelock_v1::locks_server::LocksServer;
+use crate::proto::v3electionpb::election_server::ElectionServer;
 use crate::proto::v3lockpb::lock_server::LockServer;
 use crate::registry::Registry;
 use crate::users::{Authenticator, EtcdAuth, Users};
@@ -24,7 +26,7 @@ use crate::users::{Authenticator, EtcdAuth, Users};
 const DRAIN: Duration = Duration::from_secs(5);
 
 /// Every service name fencelockd serves (health reports each; reflection lists them).
-pub const SERVICES: [&str; 3] = ["etcdserverpb.Lease", "v3lockpb.Lock", "fencelock.v1.Locks"];
+pub const SERVICES: [&str; 4] = ["etcdserverpb.Lease", "v3lockpb.Lock", "v3electionpb.Election", "fencelock.v1.Locks"];
 
 /// Serves on `incoming` (over TLS if `tls` is given, see `transport::server_tls`; with etcd's `Auth.Authenticate`
 /// and a token required on every lease and lock call if `users` is given) until `stop` resolves, then shuts down as
@@ -81,6 +83,7 @@ pub async fn serve(
         .add_optional_service(users.map(|users| AuthServer::new(EtcdAuth(users))))
         .add_service(LeaseServer::with_interceptor(EtcdLeases(registry.clone()), auth.clone()))
         .add_service(LockServer::with_interceptor(EtcdLocks(registry.clone()), auth.clone()))
+        .add_service(ElectionServer::with_interceptor(EtcdElections(registry.clone()), auth.clone()))
         .add_service(LocksServer::with_interceptor(NativeLocks(registry.clone()), auth))
         .serve_with_incoming_shutdown(incoming, on_stop);
     tokio::pin!(server);

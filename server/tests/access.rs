@@ -16,6 +16,8 @@ use fencelockd::proto::fencelock_v1::{
     FencedReadRequest, FencedWriteRequest, LockRequest as NativeLockRequest, ReleaseRequest, RenewRequest,
     WatchLostRequest,
 };
+use fencelockd::proto::v3electionpb::election_client::ElectionClient;
+use fencelockd::proto::v3electionpb::{CampaignRequest, LeaderKey, ProclaimRequest, ResignRequest};
 use fencelockd::proto::v3lockpb::lock_client::LockClient;
 use fencelockd::proto::v3lockpb::{LockRequest, UnlockRequest};
 use support::{Daemon, Pki, sqlite, unique, within};
@@ -132,6 +134,31 @@ async fn an_etcd_lease_serves_only_the_identity_that_granted_it() {
     assert!(sdk.try_lock(&name, &LockOptions::default()).await.unwrap().is_none(), "A still holds {name}");
     d.locks().unlock(UnlockRequest { key }).await.expect("A unlocks");
     a_leases.lease_revoke(LeaseRevokeRequest { id: lease }).await.expect("A revokes");
+}
+
+#[tokio::test]
+async fn an_etcd_lease_leads_an_election_only_for_the_identity_that_granted_it() {
+    let Some(pki) = Pki::from_env() else { return };
+    let args = pki.server_args(true);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let d = Daemon::start_tls(&sqlite(), &args, Some(pki.client(&pki.ca, Some(&pki.client)))).await;
+    let b = d.connect(Some(pki.client(&pki.ca, Some(&pki.other)))).await.expect("B connects");
+    let mut b_elections = ElectionClient::new(b);
+    let name = unique("acl-election");
+    let lease = grant(&mut d.leases(), 0).await.unwrap();
+    let campaign = |name: &str| CampaignRequest { name: name.as_bytes().to_vec(), lease, value: b"a".to_vec() };
+    let leader: LeaderKey =
+        d.elections().campaign(campaign(&name)).await.expect("A campaigns").into_inner().leader.expect("leader key");
+    denied("B campaigns with A's lease", b_elections.campaign(campaign(&unique("acl-b"))).await);
+    denied(
+        "B proclaims as A",
+        b_elections.proclaim(ProclaimRequest { leader: Some(leader.clone()), value: b"b".to_vec() }).await,
+    );
+    denied("B resigns A", b_elections.resign(ResignRequest { leader: Some(leader.clone()) }).await);
+    let sdk = d.sdk().await;
+    let now = sdk.election(&name).leader().await.unwrap().expect("A still leads");
+    assert_eq!((now.value.as_slice(), now.term as i64), (&b"a"[..], leader.rev));
+    d.elections().resign(ResignRequest { leader: Some(leader) }).await.expect("A resigns");
 }
 
 #[tokio::test]

@@ -22,7 +22,7 @@ use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 async fn health_reports_every_service_serving() {
     let d = Daemon::start(&backends()[0], &[]).await;
     let mut health = HealthClient::new(d.channel.clone());
-    for service in ["", "etcdserverpb.Lease", "v3lockpb.Lock", "fencelock.v1.Locks"] {
+    for service in ["", "etcdserverpb.Lease", "v3lockpb.Lock", "v3electionpb.Election", "fencelock.v1.Locks"] {
         let r = health.check(HealthCheckRequest { service: service.into() }).await.unwrap().into_inner();
         assert_eq!(r.status(), ServingStatus::Serving, "{service:?}");
     }
@@ -44,7 +44,9 @@ async fn reflection_lists_the_services() {
         panic!("unexpected reply {reply:?}")
     };
     let names: Vec<&str> = list.service.iter().map(|s| s.name.as_str()).collect();
-    for service in ["etcdserverpb.Lease", "v3lockpb.Lock", "fencelock.v1.Locks", "grpc.health.v1.Health"] {
+    for service in
+        ["etcdserverpb.Lease", "v3lockpb.Lock", "v3electionpb.Election", "fencelock.v1.Locks", "grpc.health.v1.Health"]
+    {
         assert!(names.contains(&service), "{service} in {names:?}");
     }
     // The shared descriptors also describe etcd's KV, Watch, Auth and Maintenance, which fencelockd does not serve.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use fencelockd::proto::etcdserverpb::lease_client::LeaseClient;
 use fencelockd::proto::fencelock_v1::StatsRequest;
 use fencelockd::proto::fencelock_v1::locks_client::LocksClient;
+use fencelockd::proto::v3electionpb::election_client::ElectionClient;
 use fencelockd::proto::v3lockpb::lock_client::LockClient;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -128,6 +129,10 @@ impl Daemon {
 
     pub fn locks(&self) -> LockClient<Channel> {
         LockClient::new(self.channel.clone())
+    }
+
+    pub fn elections(&self) -> ElectionClient<Channel> {
+        ElectionClient::new(self.channel.clone())
     }
 
     pub fn native(&self) -> LocksClient<Channel> {
