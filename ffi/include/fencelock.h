@@ -66,6 +66,9 @@ typedef struct fencelock_fence fencelock_fence;
 // A held lock. Any thread may use it (ownership is not tied to a thread). It keeps its client alive.
 typedef struct fencelock_lease fencelock_lease;
 
+// A running observation of one election (`fencelock_observe`); stop and free it with `fencelock_observer_close`.
+typedef struct fencelock_observer fencelock_observer;
+
 // Options of `fencelock_client_connect_with`. Start from `fencelock_client_options_default()`.
 typedef struct fencelock_client_options {
   // How long connecting may take, in milliseconds. Default 5000.
@@ -99,6 +102,17 @@ typedef struct fencelock_lock_options {
   int fair;
 } fencelock_lock_options;
 
+// The callback of `fencelock_observe`: one change of leader. `status` is `FENCELOCK_OK` for a change —
+// `has_leader` false when nobody leads, else the leader's `value` (`len` bytes, valid only during the call; NULL
+// when empty) and `term` — or the error that interrupted the observation (then `has_leader` is false, and
+// `fencelock_last_error()` describes it during the call).
+typedef void (*fencelock_observe_callback)(void *user_data,
+                                           bool has_leader,
+                                           const uint8_t *value,
+                                           size_t len,
+                                           uint64_t term,
+                                           enum fencelock_status status);
+
 // What the client's backend offers (core's `Capability`).
 typedef struct fencelock_capability {
   // Grants carry fencing tokens that rise per lock name.
@@ -113,6 +127,8 @@ typedef struct fencelock_capability {
   bool rw_lock;
   // Semaphores (`fencelock_semaphore_acquire`).
   bool semaphore;
+  // Leader elections (`fencelock_campaign`).
+  bool election;
 } fencelock_capability;
 
 // A histogram of durations.
@@ -274,6 +290,88 @@ enum fencelock_status fencelock_client_close(const struct fencelock_client *clie
 // `client` is NULL or a live client not used after this call.
 void fencelock_client_free(struct fencelock_client *client);
 
+// Campaigns in the election `name` with the leader's value (`value_len` bytes at `value`, at most 65536; `value`
+// may be NULL only when `value_len` is 0), waiting up to `opts->timeout_ms` while another leads; `opts` NULL means
+// the defaults. On success a new lease in `*out`, the leadership: its fence token (`fencelock_lease_fence`) is the
+// term, higher than every earlier leader's; it renews, is lost and is freed like any lease, and
+// `fencelock_lease_release` resigns. `FENCELOCK_TIMEOUT` if another still leads (a campaign that fails leaves no
+// candidate behind); `*out` is NULL on any failure.
+//
+// # Safety
+// `client` is NULL or a live client; `name` NULL or a NUL-terminated string; `value` NULL or readable for
+// `value_len` bytes; `opts` NULL or valid; `out` NULL or writable.
+enum fencelock_status fencelock_campaign(const struct fencelock_client *client,
+                                         const char *name,
+                                         const uint8_t *value,
+                                         size_t value_len,
+                                         const struct fencelock_lock_options *opts,
+                                         struct fencelock_lease **out);
+
+// One attempt at `fencelock_campaign`: `FENCELOCK_OK` and the leadership, or `FENCELOCK_BUSY` (and NULL) while
+// another leads.
+//
+// # Safety
+// As for `fencelock_campaign`.
+enum fencelock_status fencelock_try_campaign(const struct fencelock_client *client,
+                                             const char *name,
+                                             const uint8_t *value,
+                                             size_t value_len,
+                                             const struct fencelock_lock_options *opts,
+                                             struct fencelock_lease **out);
+
+// Replaces the value of the leadership `lease` of the election `name` (`value_len` bytes at `value`), keeping its
+// term. `FENCELOCK_NOT_HELD` after a resign, `FENCELOCK_LOCK_LOST` if the leadership was lost,
+// `FENCELOCK_INVALID_ARGUMENT` if `lease` is no leadership of this election.
+//
+// # Safety
+// `client` NULL or a live client; `name` NULL or a NUL-terminated string; `lease` NULL or a live lease; `value`
+// NULL or readable for `value_len` bytes.
+enum fencelock_status fencelock_proclaim(const struct fencelock_client *client,
+                                         const char *name,
+                                         const struct fencelock_lease *lease,
+                                         const uint8_t *value,
+                                         size_t value_len);
+
+// Reads the current leader of the election `name`: `*out_found` whether someone leads, `*out_term` its term (0
+// when nobody does), and, if `out_value` is not NULL, its value: a new buffer in `*out_value` (NULL when empty) of
+// `*out_len` bytes, to free with `fencelock_bytes_free(*out_value, *out_len)`. `out_len` is required with
+// `out_value`.
+//
+// # Safety
+// `client` NULL or a live client; `name` NULL or a NUL-terminated string; the out-parameters NULL or writable.
+enum fencelock_status fencelock_leader(const struct fencelock_client *client,
+                                       const char *name,
+                                       bool *out_found,
+                                       uint64_t *out_term,
+                                       uint8_t **out_value,
+                                       size_t *out_len);
+
+// Observes the election `name`: `cb(user_data, …)` runs for every change of leader, in order, starting with the
+// current one (a new leader, a proclaimed value, or nobody leading), and never reports a term lower than one it
+// reported. The first read happens in this call: if it fails, so does this call (no callback runs, `*out` is NULL).
+// After that `cb` runs on a fencelock runtime thread, one call at a time: it must be quick and must not call
+// blocking fencelock functions (they return `FENCELOCK_INTERNAL` there). An outage (`FENCELOCK_UNAVAILABLE`,
+// `FENCELOCK_TIMEOUT`) is reported and the observation goes on; any other error (`FENCELOCK_CLOSED` when the
+// client is closed) is reported once and ends it. On success a new observer in `*out`: stop it with
+// `fencelock_observer_close`.
+//
+// # Safety
+// `client` NULL or a live client; `name` NULL or a NUL-terminated string; `cb` NULL or a function safe to call from
+// another thread with `user_data`; `out` NULL or writable.
+enum fencelock_status fencelock_observe(const struct fencelock_client *client,
+                                        const char *name,
+                                        fencelock_observe_callback cb,
+                                        void *user_data,
+                                        struct fencelock_observer **out);
+
+// Stops the observation and frees the observer: no callback runs after this returns (one under way on another
+// thread is waited for). From inside the observer's own callback it stops it too: that call is the last. Do not
+// call it while holding a lock the callback takes, nor from another observer's callback. NULL is ignored.
+//
+// # Safety
+// `observer` is NULL or a live observer not used after this call.
+void fencelock_observer_close(struct fencelock_observer *observer);
+
 // Stores `len` bytes at `value` if `token` is at least the highest token accepted so far (atomically raising it);
 // `FENCELOCK_FENCED` if it is older. `value` may be NULL only when `len` is 0.
 //
@@ -294,10 +392,12 @@ enum fencelock_status fencelock_fence_read(const struct fencelock_fence *fence,
                                            uint8_t **value_out,
                                            size_t *len_out);
 
-// Frees a buffer returned by `fencelock_fence_read`; `len` is the length it returned. NULL is ignored.
+// Frees a buffer returned by `fencelock_fence_read` or `fencelock_leader`; `len` is the length it returned. NULL
+// is ignored.
 //
 // # Safety
-// `value` is NULL or a buffer from `fencelock_fence_read` of `len` bytes, not used after this call.
+// `value` is NULL or a buffer from `fencelock_fence_read` or `fencelock_leader` of `len` bytes, not used after
+// this call.
 void fencelock_bytes_free(uint8_t *value,
                           size_t len);
 

@@ -54,3 +54,16 @@ pub(crate) unsafe fn out<'a, T>(p: *mut T, arg: &str, init: T) -> Result<&'a mut
         Ok(&mut *p)
     }
 }
+
+/// Bytes the caller passes as a pointer and a length: NULL only with length 0.
+///
+/// # Safety
+/// `p` is NULL or readable for `len` bytes that outlive `'a`.
+pub(crate) unsafe fn bytes<'a>(p: *const u8, len: usize, arg: &str) -> Result<&'a [u8]> {
+    match (p.is_null(), len) {
+        (true, 0) => Ok(&[]),
+        (true, _) => Err(invalid(format!("{arg} is NULL but {arg}_len is {len}"))),
+        // SAFETY: the caller's promise.
+        (false, _) => Ok(unsafe { std::slice::from_raw_parts(p, len) }),
+    }
+}

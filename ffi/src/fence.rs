@@ -65,23 +65,28 @@ pub unsafe extern "C" fn fencelock_fence_read(
         let (token, value) = block_on(fence.fence.read())??;
         *token_out = token;
         *len_out = value.len();
-        if !value.is_empty() {
-            *value_out = Box::into_raw(value.into_boxed_slice()).cast::<u8>();
-        }
+        *value_out = bytes_into_raw(value);
         Ok(fencelock_status::FENCELOCK_OK)
     })
 }
 
-/// Frees a buffer returned by `fencelock_fence_read`; `len` is the length it returned. NULL is ignored.
+/// `value` as a buffer for the caller to free with `fencelock_bytes_free`; NULL when empty.
+pub(crate) fn bytes_into_raw(value: Vec<u8>) -> *mut u8 {
+    if value.is_empty() { ptr::null_mut() } else { Box::into_raw(value.into_boxed_slice()).cast::<u8>() }
+}
+
+/// Frees a buffer returned by `fencelock_fence_read` or `fencelock_leader`; `len` is the length it returned. NULL
+/// is ignored.
 ///
 /// # Safety
-/// `value` is NULL or a buffer from `fencelock_fence_read` of `len` bytes, not used after this call.
+/// `value` is NULL or a buffer from `fencelock_fence_read` or `fencelock_leader` of `len` bytes, not used after
+/// this call.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fencelock_bytes_free(value: *mut u8, len: usize) {
     if value.is_null() {
         return;
     }
-    // SAFETY: made by Box::into_raw of a boxed slice of exactly `len` bytes in fencelock_fence_read.
+    // SAFETY: made by Box::into_raw of a boxed slice of exactly `len` bytes in bytes_into_raw.
     drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(value, len)) });
 }
 

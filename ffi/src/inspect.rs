@@ -28,6 +28,8 @@ pub struct fencelock_capability {
     pub rw_lock: bool,
     /// Semaphores (`fencelock_semaphore_acquire`).
     pub semaphore: bool,
+    /// Leader elections (`fencelock_campaign`).
+    pub election: bool,
 }
 
 /// Fills `*out` with what the client's backend offers; all false on failure.
@@ -50,6 +52,7 @@ pub unsafe extern "C" fn fencelock_client_capability(
             session_bound: c.session_bound,
             rw_lock: c.rw_lock,
             semaphore: c.semaphore,
+            election: c.election,
         };
         Ok(fencelock_status::FENCELOCK_OK)
     })

@@ -13,6 +13,7 @@
 
 mod args;
 mod client;
+mod election;
 mod fence;
 mod inspect;
 mod lease;
@@ -23,6 +24,7 @@ mod status;
 mod text;
 
 pub use client::fencelock_client;
+pub use election::{fencelock_observe_callback, fencelock_observer};
 pub use fence::fencelock_fence;
 pub use inspect::fencelock_capability;
 pub use lease::fencelock_lease;

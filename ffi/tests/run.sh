@@ -3,9 +3,9 @@
 # includes LeakSanitizer on Linux), runs the JSON scenarios of tests/conformance (conformance.c, which reads them
 # with jansson: libjansson-dev, installed with apt if missing) on memory://, SQLite and every server of the runners'
 # BACKENDS table that the test command started, then the C API checks, the misuse, the metrics and the read-write
-# lock and semaphore API tests on a temporary SQLite file, on Redis (FENCELOCK_TEST_REDIS), Redis behind Sentinel
+# lock and semaphore and the election API tests on a temporary SQLite file, on Redis (FENCELOCK_TEST_REDIS), Redis behind Sentinel
 # (FENCELOCK_TEST_SENTINEL) and on MariaDB (FENCELOCK_TEST_MYSQL), the last also on memory://, etcd and PostgreSQL,
-# the demo, and the demo again as
+# the election API test also on etcd and ZooKeeper, the demo, and the demo again as
 # examples/c/CMakeLists.txt builds it (cmake + pkg-config, installed with apt if missing), and prints `N passed, N failed`.
 # Usage: ffi/tests/run.sh [--no-build]
 # The ASan build runs the Rust code uninstrumented: ASan's malloc serves Rust's allocations too (Rust uses the
@@ -100,6 +100,8 @@ run "misuse sqlite" env FENCELOCK_RUNTIME_THREADS=3 "$WORK/misuse" "sqlite:$WORK
 run "metrics sqlite" "$WORK/metrics" "sqlite:$WORK/metrics.db"
 run "primitives memory" "$WORK/primitives" "memory://c-primitives" require
 run "primitives sqlite" "$WORK/primitives" "sqlite:$WORK/primitives.db"
+run "election memory" "$WORK/election" "memory://c-election"
+run "election sqlite" "$WORK/election" "sqlite:$WORK/election.db"
 # served LABEL VAR: the C API, misuse, metrics and primitives tests on the server VAR names, if the test command
 # started it.
 served() {
@@ -109,6 +111,7 @@ served() {
         run "misuse $label" "$WORK/misuse" "$url"
         run "metrics $label" "$WORK/metrics" "$url"
         run "primitives $label" "$WORK/primitives" "$url"
+        run "election $label" "$WORK/election" "$url"
     elif [[ ${FENCELOCK_REQUIRE_SERVICES:-} == 1 ]]; then
         echo "--- api $label: $2 is not set but FENCELOCK_REQUIRE_SERVICES=1"
         FAILED=$((FAILED + 1))
@@ -123,6 +126,10 @@ served mysql FENCELOCK_TEST_MYSQL
 # The read-write lock and semaphore API tests also where those kinds are implemented beyond SQLite.
 for var in FENCELOCK_TEST_ETCD FENCELOCK_TEST_POSTGRES; do
     if [[ -n ${!var:-} ]]; then run "primitives ${var#FENCELOCK_TEST_}" "$WORK/primitives" "${!var}"; fi
+done
+# The election API test also on the session-bound and PostgreSQL backends, whose records keep values or not.
+for var in FENCELOCK_TEST_ETCD FENCELOCK_TEST_ZK FENCELOCK_TEST_POSTGRES; do
+    if [[ -n ${!var:-} ]]; then run "election ${var#FENCELOCK_TEST_}" "$WORK/election" "${!var}"; fi
 done
 run "demo" "$WORK/demo" "sqlite:$WORK/demo.db"
 

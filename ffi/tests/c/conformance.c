@@ -17,7 +17,7 @@
 #define MAX_WATCHES 4096 /* expect_lost steps of one process */
 #define STEP_BOUND_MS 60000
 
-enum kind { K_MUTEX, K_READ, K_WRITE, K_PERMIT };
+enum kind { K_MUTEX, K_READ, K_WRITE, K_PERMIT, K_LEADER };
 struct hold {
     enum kind kind;
     uint32_t permits;
@@ -30,6 +30,8 @@ struct task {
     fencelock_client *client;
     char *name, *owner;
     struct hold hold;
+    uint8_t *value; /* a campaign's */
+    size_t value_len;
     fencelock_lock_options opts;
     bool once, joined, started;
     fencelock_status status;
@@ -42,12 +44,36 @@ struct named {
     void *ptr;
 };
 
+/* A leadership kept `as` a lease: the client and election name its proclaim takes. */
+struct leadership {
+    fencelock_client *client;
+    char *name;
+};
+
+/* An observer's reports, queued by its callback (a runtime thread) for expect_observed. */
+#define MAX_REPORTS 256
+struct report {
+    bool has_leader;
+    uint64_t term;
+    fencelock_status status;
+    size_t len;
+    uint8_t *value;
+};
+struct watch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct report reports[MAX_REPORTS];
+    int head, tail; /* taken, queued */
+    bool overflow;
+    fencelock_observer *observer;
+};
+
 /* The state of one scenario run. */
 struct run {
     const char *url, *unreachable;
     char prefix[256];
-    struct named clients[MAX_ITEMS], leases[MAX_ITEMS];
-    int n_clients, n_leases;
+    struct named clients[MAX_ITEMS], leases[MAX_ITEMS], leaderships[MAX_ITEMS], watches[MAX_ITEMS];
+    int n_clients, n_leases, n_leaderships, n_watches;
     struct {
         char *name;
         struct hold hold;
@@ -145,6 +171,7 @@ static struct hold hold_of(json_t *step) {
     if (!k) return h;
     if (strcmp(k, "read") == 0) h.kind = K_READ;
     else if (strcmp(k, "write") == 0) h.kind = K_WRITE;
+    else if (strcmp(k, "leader") == 0) h.kind = K_LEADER;
     else if (strcmp(k, "permit") == 0) {
         h.kind = K_PERMIT;
         h.permits = (uint32_t)num(step, "permits", 0);
@@ -172,6 +199,7 @@ static char *name_of(struct run *r, json_t *step) {
     char *name = malloc(len);
     snprintf(name, len, "%s/%s", r->prefix, label);
     struct hold h = is(step, "op", "lock") || is(step, "op", "try_lock") ? hold_of(step) : (struct hold){K_MUTEX, 0};
+    if (is(step, "op", "expect_leader") || is(step, "op", "observe")) h.kind = K_LEADER;
     bool known = false;
     for (int i = 0; i < r->n_names; i++) known |= strcmp(r->names[i].name, name) == 0;
     if (!known && !(h.kind == K_PERMIT && h.permits == 0) && r->n_names < MAX_ITEMS) {
@@ -181,11 +209,27 @@ static char *name_of(struct run *r, json_t *step) {
     return name;
 }
 
+/* The value a step campaigns or proclaims with: `value` (UTF-8), or `value_len` bytes 'v'. The caller frees it. */
+static uint8_t *value_of(json_t *step, size_t *len) {
+    if (has(step, "value_len")) {
+        *len = (size_t)num(step, "value_len", 0);
+        uint8_t *v = malloc(*len ? *len : 1);
+        memset(v, 'v', *len);
+        return v;
+    }
+    const char *s = str(step, "value") ? str(step, "value") : "";
+    *len = strlen(s);
+    return (uint8_t *)strdup(s);
+}
+
 /* ---- acquiring ---- */
 
-static fencelock_status acquire(fencelock_client *c, const char *name, struct hold h, const fencelock_lock_options *o,
-                                bool once, fencelock_lease **out) {
+static fencelock_status acquire(fencelock_client *c, const char *name, struct hold h, const uint8_t *value,
+                                size_t value_len, const fencelock_lock_options *o, bool once, fencelock_lease **out) {
     switch (h.kind) {
+    case K_LEADER:
+        return once ? fencelock_try_campaign(c, name, value, value_len, o, out)
+                    : fencelock_campaign(c, name, value, value_len, o, out);
     case K_READ:
     case K_WRITE: {
         int mode = h.kind == K_READ ? FENCELOCK_READ : FENCELOCK_WRITE;
@@ -221,13 +265,21 @@ static fencelock_lock_options options(json_t *step, char **owner) {
 
 static void *task_main(void *arg) {
     struct task *t = arg;
-    t->status = acquire(t->client, t->name, t->hold, &t->opts, t->once, &t->lease);
+    t->status = acquire(t->client, t->name, t->hold, t->value, t->value_len, &t->opts, t->once, &t->lease);
     if (t->status != FENCELOCK_OK) snprintf(t->error, sizeof t->error, "%s", fencelock_last_error());
     return NULL;
 }
 
-/* Checks an acquire's outcome against the step (`expect`, `min_elapsed_ms`) and keeps the lease `as`. */
-static bool settle(struct run *r, json_t *step, fencelock_status s, fencelock_lease *l, const char *error) {
+static void drop_leadership(struct leadership *l) {
+    if (!l) return;
+    free(l->name);
+    free(l);
+}
+
+/* Checks an acquire's outcome against the step (`expect`, `min_elapsed_ms`) and keeps the lease `as`; a leadership
+ * (`h`) with the client and election name of its proclaim. */
+static bool settle(struct run *r, json_t *step, fencelock_status s, fencelock_lease *l, const char *error,
+                   fencelock_client *c, const char *name, struct hold h) {
     if (s != FENCELOCK_OK && s != FENCELOCK_BUSY) {
         r->status = s;
         snprintf(r->message, sizeof r->message, "%s", error);
@@ -249,6 +301,12 @@ static bool settle(struct run *r, json_t *step, fencelock_status s, fencelock_le
     }
     if (str(step, "as")) {
         drop_lease(put(r->leases, &r->n_leases, str(step, "as"), l));
+        if (h.kind == K_LEADER) {
+            struct leadership *ld = malloc(sizeof *ld);
+            ld->client = c;
+            ld->name = strdup(name);
+            drop_leadership(put(r->leaderships, &r->n_leaderships, str(step, "as"), ld));
+        }
     } else {
         fencelock_status rs = fencelock_lease_release(l);
         fencelock_lease_free(l);
@@ -294,6 +352,89 @@ static bool wait_lost(struct run *r, fencelock_lease *l, long long within) {
     return true;
 }
 
+/* ---- elections: a leader read or observed, and the observer's queue ---- */
+
+/* A leader read or observed against the step: `none`, or `value` and `term_of` (a leadership's term). */
+static bool check_leader(struct run *r, json_t *step, const struct report *l) {
+    if (json_is_true(json_object_get(step, "none"))) {
+        if (l->has_leader) return failf(r, "leader of term %llu, expected none", (unsigned long long)l->term);
+        return true;
+    }
+    if (!l->has_leader) return failf(r, "no leader, expected one");
+    if (str(step, "value")) {
+        const char *want = str(step, "value");
+        if (l->len != strlen(want) || (l->len && memcmp(l->value, want, l->len) != 0))
+            return failf(r, "leader value \"%.*s\", expected \"%s\"", (int)l->len, l->value ? (char *)l->value : "",
+                         want);
+    }
+    if (str(step, "term_of")) {
+        uint64_t want = fencelock_lease_fence(lease(r, step, "term_of"));
+        if (l->term != want)
+            return failf(r, "leader term %llu, expected %llu, the term of %s", (unsigned long long)l->term,
+                         (unsigned long long)want, str(step, "term_of"));
+    }
+    return true;
+}
+
+/* The observer's callback, on a runtime thread: queues the report (with a copy of the value) and wakes the waiter. */
+static void on_change(void *data, bool has_leader, const uint8_t *value, size_t len, uint64_t term,
+                      fencelock_status status) {
+    struct watch *w = data;
+    pthread_mutex_lock(&w->mu);
+    if (w->tail - w->head == MAX_REPORTS) {
+        w->overflow = true;
+    } else {
+        struct report *rp = &w->reports[w->tail++ % MAX_REPORTS];
+        rp->has_leader = has_leader;
+        rp->term = term;
+        rp->status = status;
+        rp->len = len;
+        rp->value = len ? malloc(len) : NULL;
+        if (len) memcpy(rp->value, value, len);
+    }
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void free_watch(struct watch *w) {
+    if (!w) return;
+    fencelock_observer_close(w->observer); /* no callback runs after it */
+    for (int i = w->head; i < w->tail; i++) free(w->reports[i % MAX_REPORTS].value);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+static struct timespec deadline_in(long long ms) {
+    struct timespec d;
+    clock_gettime(CLOCK_REALTIME, &d);
+    d.tv_sec += ms / 1000;
+    d.tv_nsec += (ms % 1000) * 1000000;
+    if (d.tv_nsec >= 1000000000) {
+        d.tv_sec++;
+        d.tv_nsec -= 1000000000;
+    }
+    return d;
+}
+
+/* The observer's next report, which must come within `within` ms, against the step. */
+static bool expect_observed(struct run *r, json_t *step, struct watch *w, long long within) {
+    struct timespec deadline = deadline_in(within);
+    pthread_mutex_lock(&w->mu);
+    int rc = 0;
+    while (w->head == w->tail && rc == 0) rc = pthread_cond_timedwait(&w->cv, &w->mu, &deadline);
+    bool got = w->head != w->tail, overflow = w->overflow;
+    struct report rp = {0};
+    if (got) rp = w->reports[w->head++ % MAX_REPORTS];
+    pthread_mutex_unlock(&w->mu);
+    if (overflow) return failf(r, "more than %d reports queued", MAX_REPORTS);
+    if (!got) return failf(r, "no change observed within %lld ms", within);
+    bool ok = rp.status == FENCELOCK_OK ? check_leader(r, step, &rp)
+                                        : failf(r, "observe failed with %s", status_name(rp.status));
+    free(rp.value);
+    return ok;
+}
+
 /* ---- the steps ---- */
 
 static void error_outcome(struct run *r, fencelock_status s) {
@@ -330,6 +471,7 @@ static bool op(struct run *r, json_t *step, const char *opname) {
             t->name = name;
             t->owner = owner;
             t->hold = hold_of(step);
+            t->value = value_of(step, &t->value_len);
             t->opts = o;
             t->once = once;
             r->tasks[r->n_tasks++] = t;
@@ -337,12 +479,16 @@ static bool op(struct run *r, json_t *step, const char *opname) {
             return t->started || failf(r, "pthread_create failed");
         }
         fencelock_lease *l = NULL;
-        fencelock_status s = acquire(client(r, step), name, hold_of(step), &o, once, &l);
+        size_t vlen = 0;
+        uint8_t *value = value_of(step, &vlen);
+        fencelock_status s = acquire(client(r, step), name, hold_of(step), value, vlen, &o, once, &l);
         char error[1024];
         snprintf(error, sizeof error, "%s", s == FENCELOCK_OK ? "" : fencelock_last_error());
+        bool ok = settle(r, step, s, l, error, client(r, step), name, hold_of(step));
+        free(value);
         free(name);
         free(owner);
-        return settle(r, step, s, l, error);
+        return ok;
     }
     if (strcmp(opname, "join") == 0) {
         struct task *t = NULL;
@@ -357,7 +503,7 @@ static bool op(struct run *r, json_t *step, const char *opname) {
         t->joined = true;
         fencelock_lease *l = t->lease;
         t->lease = NULL;
-        return settle(r, step, t->status, l, t->error);
+        return settle(r, step, t->status, l, t->error, t->client, t->name, t->hold);
     }
     if (strcmp(opname, "expect_slot") == 0) {
         int64_t mine = fencelock_lease_slot(lease(r, step, "lease"));
@@ -457,6 +603,51 @@ static bool op(struct run *r, json_t *step, const char *opname) {
         fencelock_fence_free(f);
         return ok;
     }
+    if (strcmp(opname, "proclaim") == 0) {
+        struct leadership *ld = find(r->leaderships, r->n_leaderships, str(step, "lease"));
+        if (!ld) return failf(r, "%s is no leadership", str(step, "lease"));
+        size_t vlen = 0;
+        uint8_t *value = value_of(step, &vlen);
+        error_outcome(r, fencelock_proclaim(ld->client, ld->name, lease(r, step, "lease"), value, vlen));
+        free(value);
+        return true;
+    }
+    if (strcmp(opname, "resign") == 0) { /* releasing a leadership resigns */
+        error_outcome(r, fencelock_lease_release(lease(r, step, "lease")));
+        return true;
+    }
+    if (strcmp(opname, "expect_leader") == 0) {
+        char *name = name_of(r, step);
+        bool found = false;
+        uint64_t term = 0;
+        uint8_t *value = NULL;
+        size_t len = 0;
+        error_outcome(r, fencelock_leader(client(r, step), name, &found, &term, &value, &len));
+        free(name);
+        struct report rep = {found, term, FENCELOCK_OK, len, value};
+        bool ok = r->status != FENCELOCK_OK || check_leader(r, step, &rep);
+        fencelock_bytes_free(value, len);
+        return ok;
+    }
+    if (strcmp(opname, "observe") == 0) {
+        char *name = name_of(r, step);
+        struct watch *w = calloc(1, sizeof *w);
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_cond_init(&w->cv, NULL);
+        error_outcome(r, fencelock_observe(client(r, step), name, on_change, w, &w->observer));
+        free(name);
+        if (r->status != FENCELOCK_OK) {
+            free_watch(w);
+            return true;
+        }
+        free_watch(put(r->watches, &r->n_watches, str(step, "as"), w));
+        return true;
+    }
+    if (strcmp(opname, "expect_observed") == 0) {
+        struct watch *w = find(r->watches, r->n_watches, str(step, "observer"));
+        if (!w) return failf(r, "no observer %s", str(step, "observer"));
+        return expect_observed(r, step, w, num(step, "within_ms", 10000));
+    }
     fprintf(stderr, "unknown op %s\n", opname);
     abort();
 }
@@ -496,7 +687,8 @@ static bool step_once(struct run *r, json_t *step) {
     long long started = now_us();
     if (!op(r, step, opname)) return false;
     long long elapsed = now_us() - started;
-    if (has(step, "within_ms") && strcmp(opname, "expect_lost") != 0 && elapsed > num(step, "within_ms", 0) * 1000)
+    if (has(step, "within_ms") && strcmp(opname, "expect_lost") != 0 && strcmp(opname, "expect_observed") != 0 &&
+        elapsed > num(step, "within_ms", 0) * 1000)
         return failf(r, "took %.3f ms, more than %lld ms", elapsed / 1000.0, num(step, "within_ms", 0));
     bool any = false;
     bool listed = expected(step, status_name(r->status), &any);
@@ -536,6 +728,13 @@ static bool check_free(struct run *r, fencelock_client *checker, const char *nam
         drop_lease(w);
         if (s == FENCELOCK_BUSY) return failf(r, "read-write lock %s left held", name);
         if (s != FENCELOCK_OK && s != FENCELOCK_UNSUPPORTED) return failf(r, "%s", fencelock_last_error());
+    } else if (h.kind == K_LEADER) {
+        bool found = false;
+        uint64_t term = 0;
+        fencelock_status s = fencelock_leader(checker, name, &found, &term, NULL, NULL);
+        if (s == FENCELOCK_OK && found)
+            return failf(r, "election %s left a leader of term %llu", name, (unsigned long long)term);
+        if (s != FENCELOCK_OK && s != FENCELOCK_UNSUPPORTED) return failf(r, "%s", fencelock_last_error());
     } else if (h.kind == K_PERMIT) {
         uint32_t n = 0;
         fencelock_status s = fencelock_semaphore_available(checker, name, h.permits, &n);
@@ -574,12 +773,15 @@ static bool check_clean(struct run *r) {
 
 /* Frees everything: closing the clients ends the waits of tasks never joined. */
 static void finish(struct run *r) {
+    for (int i = 0; i < r->n_watches; i++) free_watch(r->watches[i].ptr);
     for (int i = 0; i < r->n_leases; i++) drop_lease(r->leases[i].ptr);
+    for (int i = 0; i < r->n_leaderships; i++) drop_leadership(r->leaderships[i].ptr);
     for (int i = 0; i < r->n_clients; i++) fencelock_client_close(r->clients[i].ptr);
     for (int i = 0; i < r->n_tasks; i++) {
         struct task *t = r->tasks[i];
         if (t->started && !t->joined) pthread_join(t->thread, NULL);
         drop_lease(t->lease);
+        free(t->value);
         free(t->name);
         free(t->owner);
         free(t);
@@ -597,8 +799,7 @@ static bool has_flag(const fencelock_capability *c, const char *flag) {
     if (strcmp(flag, "session_bound") == 0) return c->session_bound;
     if (strcmp(flag, "rw_lock") == 0) return c->rw_lock;
     if (strcmp(flag, "semaphore") == 0) return c->semaphore;
-    /* The C API has no elections yet: their scenarios are skipped, as a backend without them would skip them. */
-    if (strcmp(flag, "election") == 0) return false;
+    if (strcmp(flag, "election") == 0) return c->election;
     fprintf(stderr, "unknown capability %s\n", flag);
     abort();
 }
