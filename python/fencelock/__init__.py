@@ -17,12 +17,13 @@ from __future__ import annotations
 import atexit
 import threading
 from types import TracebackType
-from typing import Any, Callable, Iterable, Optional, Tuple, Type, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Tuple, Type, Union
 
 from . import _native
 from ._common import DEFAULT_TTL, Capability, LockInfo
 from ._common import ClientView, FenceView, LeaseView, LostSignalView, MutexView, RwLockView, SemaphoreView
-from ._common import lock_info, permits_arg, wait_limit
+from ._common import ElectionView, Leader, LeadershipView
+from ._common import leader, lock_info, permits_arg, value_arg, wait_limit
 from .metrics import MetricsSnapshot, connect_args
 from .errors import (
     Cancelled,
@@ -50,11 +51,14 @@ __all__ = [
     "Cancelled",
     "Client",
     "Closed",
+    "Election",
     "ErrorKind",
     "Fence",
     "Fenced",
     "Internal",
     "InvalidArgument",
+    "Leader",
+    "Leadership",
     "Lease",
     "LockError",
     "LockInfo",
@@ -63,6 +67,7 @@ __all__ = [
     "MetricsSnapshot",
     "Mutex",
     "NotHeld",
+    "Observer",
     "RwLock",
     "Semaphore",
     "Timeout",
@@ -164,6 +169,10 @@ class Client(ClientView):
         """The semaphore ``name`` of ``permits`` leased permits (see :class:`Semaphore`). Every client of the name must
         use the same number; the calls check it (:class:`InvalidArgument` naming both)."""
         return Semaphore(self, name, permits)
+
+    def election(self, name: str) -> Election:
+        """The election ``name``: at most one leader at a time, each with a higher term (see :class:`Election`)."""
+        return Election(self, name)
 
     def _hold(
         self,
@@ -404,6 +413,102 @@ class Semaphore(SemaphoreView):
     def available(self) -> int:
         """Permits not held now, per the backend."""
         return self._client._native.available(self._name, permits_arg(self._name, self._permits))
+
+
+class Leadership(LeadershipView, Lease):
+    """This client's leadership of an election: a :class:`Lease` (TTL, watchdog, ``lost``, ``release``) whose
+    ``fence`` is its ``term``. A context manager that resigns: ``with election.campaign(b"me") as leadership:``.
+    """
+
+    __slots__ = ("_election",)
+
+    def __init__(self, native: _native.Lease, election: Election) -> None:
+        super().__init__(native)
+        self._election = election
+
+    def proclaim(self, value: Union[bytes, str]) -> None:
+        """Replaces the value other clients see as the leader's, keeping the term. :class:`LockLost` if this
+        leadership was lost, :class:`NotHeld` after it resigned."""
+        self._election._native.proclaim(self._native, value_arg(self._election.name, value))
+
+    def resign(self) -> None:
+        """Gives the leadership up (the same as :meth:`release`): the next candidate leads, with a higher term."""
+        self.release()
+
+
+class Observer:
+    """The changes of leader of one election, in order: iterate it (``for leader in election.observe():``), or take
+    one change with :meth:`get`. Each is a :class:`Leader`, or ``None`` while nobody leads. It starts with the current
+    state, never reports a lower term after a higher one, and keeps going across reconnects.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.Observer) -> None:
+        self._native = native
+
+    def get(self, timeout: Optional[float] = None) -> Optional[Leader]:
+        """The next change, waiting up to ``timeout`` seconds (``None``: no limit); :class:`Timeout` if none comes.
+
+        Releases the GIL; Ctrl-C interrupts it. A failed read of the backend raises its error; the next call goes on.
+        """
+        return leader(self._native.next(timeout))
+
+    def __iter__(self) -> Iterator[Optional[Leader]]:
+        return self
+
+    def __next__(self) -> Optional[Leader]:
+        """The next change; the iteration ends when the client is closed."""
+        try:
+            return self.get()
+        except Closed:
+            raise StopIteration from None
+
+
+class Election(ElectionView):
+    """An election: at most one leader at a time among all clients of the name, each with a term (a fencing token)
+    higher than every earlier leader's, and a value the others read. Use :meth:`Client.election` to make one.
+
+    A backend without elections (``capability().election`` false) raises :class:`Unsupported`.
+    """
+
+    __slots__ = ()
+
+    def campaign(
+        self,
+        value: Union[bytes, str],
+        ttl: float = DEFAULT_TTL,
+        timeout: Optional[float] = None,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+    ) -> Leadership:
+        """Campaigns with ``value`` (bytes, or text as UTF-8; at most 64 KiB), waiting up to ``timeout`` seconds
+        (``None``: forever) while another leads. Options as for :meth:`Client.lock`. Raises :class:`Timeout` if
+        another still leads; a campaign that times out or is interrupted leaves no candidate behind.
+        """
+        owner = thread_owner() if owner is None else owner
+        native = self._native.campaign(value_arg(self.name, value), ttl, timeout, watchdog, owner, False)
+        return Leadership(native, self)
+
+    def try_campaign(
+        self,
+        value: Union[bytes, str],
+        ttl: float = DEFAULT_TTL,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+    ) -> Optional[Leadership]:
+        """One attempt: the leadership, or ``None`` while another leads."""
+        owner = thread_owner() if owner is None else owner
+        native = self._native.campaign(value_arg(self.name, value), ttl, None, watchdog, owner, True)
+        return None if native is None else Leadership(native, self)
+
+    def leader(self) -> Optional[Leader]:
+        """The current leader's value and term, or ``None`` if nobody leads."""
+        return leader(self._native.leader())
+
+    def observe(self) -> Observer:
+        """An :class:`Observer` of every change of leader, from the current one on."""
+        return Observer(self._native.observe())
 
 
 class Mutex(MutexView):

@@ -32,6 +32,23 @@ class Capability:
     """Read-write locks (``client.rw_lock(name)``); without them those calls raise :class:`~fencelock.Unsupported`."""
     semaphore: bool = False
     """Semaphores of leased permits (``client.semaphore(name, permits)``); else :class:`~fencelock.Unsupported`."""
+    election: bool = False
+    """Leader elections (``client.election(name)``); else :class:`~fencelock.Unsupported`."""
+
+
+@dataclass(frozen=True)
+class Leader:
+    """An election's leader, as :meth:`Election.leader` and :meth:`Election.observe` report it."""
+
+    value: bytes
+    """The value it campaigned with, or last proclaimed."""
+    term: int
+    """Its term: the fencing token of its leadership, higher for every new leader."""
+
+    @property
+    def text(self) -> str:
+        """The value as UTF-8 text."""
+        return self.value.decode()
 
 
 @dataclass(frozen=True)
@@ -66,7 +83,7 @@ class ClientView:
 
     def capability(self) -> Capability:
         """What the backend can do (fencing, native wake-ups, fair order, session-bound leases, read-write locks,
-        semaphores)."""
+        semaphores, elections)."""
         return Capability(*self._native.capability())
 
     def local_entries(self) -> int:
@@ -279,3 +296,55 @@ def permits_arg(name: str, permits: int) -> int:
 
 def lock_info(raw: Tuple[Optional[str], Optional[float], Optional[int]]) -> LockInfo:
     return LockInfo(*raw)
+
+
+def leader(raw: Optional[Tuple[bytes, int]]) -> Optional[Leader]:
+    return None if raw is None else Leader(*raw)
+
+
+def value_arg(election: str, value: Any) -> bytes:
+    """A campaign's or proclamation's value as bytes: ``bytes``-like as is, ``str`` as UTF-8 (the core checks its
+    length)."""
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"election {election!r}: a value is bytes or str, not {type(value).__name__}")
+
+
+class ElectionView:
+    """What the sync and asyncio elections share: the client, the name and the repr."""
+
+    __slots__ = ("_client", "_native")
+
+    def __init__(self, client: Any, name: str) -> None:
+        self._client = client
+        self._native = client._native.election(name)
+
+    @property
+    def name(self) -> str:
+        """The election's name."""
+        return self._native.name
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.Election {self.name!r}>"
+
+
+class LeadershipView:
+    """What the sync and asyncio leaderships add to their leases: the term and the election."""
+
+    __slots__ = ()
+    _election: Any
+
+    @property
+    def term(self) -> int:
+        """The term: this leadership's fencing token (the same as ``fence``), higher than every earlier leader's."""
+        return self._native.fence  # type: ignore[attr-defined]
+
+    @property
+    def election(self) -> Any:
+        """The election this leadership leads."""
+        return self._election
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.Leadership {self._election.name!r} term={self.term}>"

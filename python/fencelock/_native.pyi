@@ -5,6 +5,7 @@ from typing import Any, Awaitable, Callable, List, Optional, Tuple
 DEFAULT_TTL: float
 MAX_NAME_BYTES: int
 MAX_PERMITS: int
+MAX_VALUE_BYTES: int
 
 class NativeError(Exception):
     """A fencelock error as ``(code, message)``, raised only before ``fencelock.errors`` registers its factory."""
@@ -51,8 +52,8 @@ class Client:
     @property
     def url(self) -> str:
         """The backend URL without secrets."""
-    def capability(self) -> Tuple[bool, bool, bool, bool, bool, bool]:
-        """``(fencing, native_wait, fair, session_bound, rw_lock, semaphore)``."""
+    def capability(self) -> Tuple[bool, bool, bool, bool, bool, bool, bool]:
+        """``(fencing, native_wait, fair, session_bound, rw_lock, semaphore, election)``."""
     def local_entries(self) -> int:
         """Lock names this client holds or queues for locally."""
     def metrics_json(self) -> str:
@@ -113,6 +114,8 @@ class Client:
         """``available`` as an awaitable."""
     def fence(self, resource: str) -> Fence:
         """The fenced register ``resource``."""
+    def election(self, name: str) -> Election:
+        """The election ``name``."""
     def inspect(self, name: str) -> Tuple[Optional[str], Optional[float], Optional[int]]:
         """``(holder, remaining seconds, last token)``."""
     def inspect_async(self, name: str) -> Awaitable[Tuple[Optional[str], Optional[float], Optional[int]]]:
@@ -178,3 +181,36 @@ class Fence:
         """``(token, value)``."""
     def read_async(self) -> Awaitable[Tuple[int, bytes]]:
         """``read`` as an awaitable."""
+
+class Election:
+    """The election of one name."""
+
+    @property
+    def name(self) -> str:
+        """The election's name."""
+    def campaign(
+        self, value: bytes, ttl: float, timeout: Optional[float], watchdog: bool, owner: Optional[str], once: bool
+    ) -> Optional[Lease]:
+        """Campaigns (one attempt when ``once``); the leadership as a lease whose fence is the term."""
+    def campaign_async(
+        self, value: bytes, ttl: float, timeout: Optional[float], watchdog: bool, owner: Optional[str], once: bool
+    ) -> Awaitable[Optional[Lease]]:
+        """``campaign`` as an awaitable."""
+    def proclaim(self, leadership: Lease, value: bytes) -> None:
+        """Replaces the leadership's value, keeping its term."""
+    def proclaim_async(self, leadership: Lease, value: bytes) -> Awaitable[None]:
+        """``proclaim`` as an awaitable."""
+    def leader(self) -> Optional[Tuple[bytes, int]]:
+        """``(value, term)`` of the leader, or ``None``."""
+    def leader_async(self) -> Awaitable[Optional[Tuple[bytes, int]]]:
+        """``leader`` as an awaitable."""
+    def observe(self) -> Observer:
+        """An observer of the changes of leader."""
+
+class Observer:
+    """The changes of leader of one election."""
+
+    def next(self, timeout: Optional[float]) -> Optional[Tuple[bytes, int]]:
+        """The next change, waiting up to ``timeout`` seconds; ``Timeout`` if none comes."""
+    def next_async(self) -> Awaitable[Optional[Tuple[bytes, int]]]:
+        """``next`` as an awaitable."""

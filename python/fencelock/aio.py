@@ -16,6 +16,10 @@ leaves no lock and no queue entry behind::
     async with await client.rw_lock("catalog").read() as lease:       # read-write locks and semaphores alike
         ...
 
+    async with await client.election("publisher").campaign(b"me") as leadership:   # elections too
+        async for leader in client.election("publisher").observe():
+            ...
+
 The default reentrancy owner is the current task. The event loop never blocks: the work runs on fencelock's own
 threads.
 """
@@ -24,16 +28,30 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, Callable, Iterable, Optional, Tuple, Type, Union
+from typing import Any, AsyncIterator, Callable, Iterable, Optional, Tuple, Type, Union
 
 from . import _native
 from ._common import DEFAULT_TTL, Capability, LockInfo
 from ._common import ClientView, FenceView, LeaseView, LostSignalView, MutexView, RwLockView, SemaphoreView
-from ._common import lock_info, permits_arg, wait_limit
-from .errors import LockError, Timeout
+from ._common import ElectionView, Leader, LeadershipView
+from ._common import leader, lock_info, permits_arg, value_arg, wait_limit
+from .errors import Closed, LockError, Timeout
 from .metrics import connect_args
 
-__all__ = ["Client", "Fence", "Lease", "LostSignal", "Mutex", "RwLock", "Semaphore", "connect", "task_owner"]
+__all__ = [
+    "Client",
+    "Election",
+    "Fence",
+    "Leadership",
+    "Lease",
+    "LostSignal",
+    "Mutex",
+    "Observer",
+    "RwLock",
+    "Semaphore",
+    "connect",
+    "task_owner",
+]
 
 
 def task_owner() -> str:
@@ -105,6 +123,10 @@ class Client(ClientView):
     def semaphore(self, name: str, permits: int) -> Semaphore:
         """The semaphore ``name`` of ``permits`` leased permits (see :class:`Semaphore`)."""
         return Semaphore(self, name, permits)
+
+    def election(self, name: str) -> Election:
+        """The election ``name`` (see :class:`Election`)."""
+        return Election(self, name)
 
     async def _hold(
         self,
@@ -312,6 +334,92 @@ class Semaphore(SemaphoreView):
     async def available(self) -> int:
         """Permits not held now, per the backend."""
         return await self._client._native.available_async(self._name, permits_arg(self._name, self._permits))
+
+
+class Leadership(LeadershipView, Lease):
+    """A leadership (asyncio); see :class:`fencelock.Leadership`. ``async with await election.campaign(v) as l:``
+    resigns at the end."""
+
+    __slots__ = ("_election",)
+
+    def __init__(self, native: _native.Lease, election: Election) -> None:
+        super().__init__(native)
+        self._election = election
+
+    async def proclaim(self, value: Union[bytes, str]) -> None:
+        """Replaces the leader's value, keeping the term; see :meth:`fencelock.Leadership.proclaim`."""
+        await self._election._native.proclaim_async(self._native, value_arg(self._election.name, value))
+
+    async def resign(self) -> None:
+        """Gives the leadership up (the same as :meth:`release`)."""
+        await self.release()
+
+
+class Observer:
+    """The changes of leader of one election (asyncio): ``async for leader in election.observe():``, each a
+    :class:`~fencelock.Leader` or ``None`` while nobody leads; see :class:`fencelock.Observer`. Bound a wait with
+    ``asyncio.wait_for(observer.get(), t)``; cancelling it loses no change."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: _native.Observer) -> None:
+        self._native = native
+
+    async def get(self) -> Optional[Leader]:
+        """The next change. A failed read of the backend raises its error; the next call goes on."""
+        return leader(await self._native.next_async())
+
+    def __aiter__(self) -> AsyncIterator[Optional[Leader]]:
+        return self
+
+    async def __anext__(self) -> Optional[Leader]:
+        """The next change; the iteration ends when the client is closed."""
+        try:
+            return await self.get()
+        except Closed:
+            raise StopAsyncIteration from None
+
+
+class Election(ElectionView):
+    """An election (asyncio); see :class:`fencelock.Election`. The default owner is the current task."""
+
+    __slots__ = ()
+
+    async def campaign(
+        self,
+        value: Union[bytes, str],
+        ttl: float = DEFAULT_TTL,
+        timeout: Optional[float] = None,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+    ) -> Leadership:
+        """Campaigns with ``value``, waiting up to ``timeout`` seconds (``None``: forever) while another leads.
+
+        Cancelling it leaves no candidate behind. Raises :class:`~fencelock.Timeout` if another still leads.
+        """
+        owner = task_owner() if owner is None else owner
+        native = await self._native.campaign_async(value_arg(self.name, value), ttl, timeout, watchdog, owner, False)
+        return Leadership(native, self)
+
+    async def try_campaign(
+        self,
+        value: Union[bytes, str],
+        ttl: float = DEFAULT_TTL,
+        watchdog: bool = True,
+        owner: Optional[str] = None,
+    ) -> Optional[Leadership]:
+        """One attempt: the leadership, or ``None`` while another leads."""
+        owner = task_owner() if owner is None else owner
+        native = await self._native.campaign_async(value_arg(self.name, value), ttl, None, watchdog, owner, True)
+        return None if native is None else Leadership(native, self)
+
+    async def leader(self) -> Optional[Leader]:
+        """The current leader's value and term, or ``None`` if nobody leads."""
+        return leader(await self._native.leader_async())
+
+    def observe(self) -> Observer:
+        """An :class:`Observer` of every change of leader, from the current one on."""
+        return Observer(self._native.observe())
 
 
 class Mutex(MutexView):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import threading
 import time
 import uuid
@@ -30,7 +31,7 @@ SERVED = [
 
 
 #: The capability flags a scenario's ``unless`` and ``requires`` name, as ``Capability`` spells them.
-FLAGS = ("fencing", "native_wait", "fair", "session_bound", "rw_lock", "semaphore")
+FLAGS = ("fencing", "native_wait", "fair", "session_bound", "rw_lock", "semaphore", "election")
 
 #: The longest any one step may take (the longest ``pause`` or ``within_ms`` of a scenario is a few seconds).
 STEP_BOUND = 60.0
@@ -62,9 +63,9 @@ Kind = Tuple[Optional[str], int]
 
 
 def kind(step: Dict[str, Any]) -> Kind:
-    """``kind`` "read", "write" or "permit" (with ``permits``), else a mutex."""
+    """``kind`` "read", "write", "permit" (with ``permits``) or "leader", else a mutex."""
     k = step.get("kind")
-    if k not in (None, "read", "write", "permit"):
+    if k not in (None, "read", "write", "permit", "leader"):
         raise AssertionError(f"unknown kind {k}")
     return k, int(step["permits"]) if k == "permit" else 0
 
@@ -82,6 +83,11 @@ def acquire(client: fencelock.Client, name: str, k: Kind, step: Dict[str, Any], 
     fair = step.get("fair")
     timeout = _ms(step.get("timeout_ms"))
     which, permits = k
+    if which == "leader":
+        election = client.election(name)
+        if once:
+            return election.try_campaign(value_of(step), ttl, watchdog, owner)
+        return election.campaign(value_of(step), ttl, timeout, watchdog, owner)
     if which in ("read", "write"):
         rw = client.rw_lock(name)
         if once:
@@ -93,6 +99,41 @@ def acquire(client: fencelock.Client, name: str, k: Kind, step: Dict[str, Any], 
     if once:
         return client.try_lock(name, ttl, watchdog, owner, fair=fair)
     return client.lock(name, ttl, timeout, watchdog, owner, fair=fair)
+
+
+def value_of(step: Dict[str, Any]) -> bytes:
+    """The value a step campaigns or proclaims with: ``value`` (UTF-8), or ``value_len`` bytes."""
+    if "value_len" in step:
+        return b"v" * int(step["value_len"])
+    return str(step.get("value", "")).encode()
+
+
+class Observed:
+    """An observer started with ``observe``: a thread takes its reports, in order, for ``expect_observed``, so no
+    change passes unseen between steps; it ends when the client closes."""
+
+    def __init__(self, observer: fencelock.Observer) -> None:
+        self.reports: "queue.Queue[Any]" = queue.Queue()
+        self._observer = observer
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.reports.put(self._observer.get())
+            except fencelock.Closed:
+                return
+            except fencelock.LockError as e:  # reported, and the stream goes on
+                self.reports.put(e)
+
+    def next(self, bound: float) -> Optional[fencelock.Leader]:
+        try:
+            report = self.reports.get(timeout=bound)
+        except queue.Empty:
+            raise StepFailed(f"no change observed within {bound}s") from None
+        if isinstance(report, fencelock.LockError):
+            raise StepFailed(f"observe failed: {type(report).__name__}: {report}")
+        return report
 
 
 class Spawned:
@@ -162,6 +203,7 @@ class Run:
     #: Every name the scenario used, with the kind of hold it was first used for (the clean check differs per kind).
     names: List[Tuple[str, Kind]] = field(default_factory=list)
     tasks: Dict[str, Spawned] = field(default_factory=dict)
+    observers: Dict[str, Observed] = field(default_factory=dict)
     #: When the previous and the current step began: ``min_elapsed_ms`` counts from the previous one.
     previous_start: float = field(default_factory=time.monotonic)
     current_start: float = field(default_factory=time.monotonic)
@@ -177,6 +219,8 @@ class Run:
             k = kind(step)
         elif step["op"] == "expect_available":
             k = ("permit", int(step["permits"]))
+        elif step["op"] in ("expect_leader", "observe"):
+            k = ("leader", 0)
         else:
             k = (None, 0)
         if all(n != name for n, _ in self.names) and k != ("permit", 0):
@@ -238,7 +282,7 @@ class Run:
             error = e
         within = _ms(step.get("within_ms"))
         elapsed = time.monotonic() - started
-        if within is not None and op != "expect_lost" and elapsed > within:
+        if within is not None and op not in ("expect_lost", "expect_observed") and elapsed > within:
             raise StepFailed(f"took {elapsed:.3f}s, more than {within}s")
         if error is None and want:
             raise StepFailed(f"succeeded, expected {[k.name for k in want]}")
@@ -322,8 +366,39 @@ class Run:
                 got = fence.read()
                 if got != (token, value):
                     raise StepFailed(f"read {got!r}, expected {(token, value)!r}")
+        elif op == "proclaim":
+            leadership = self.lease(step, "lease")
+            assert isinstance(leadership, fencelock.Leadership), f"{step['lease']} is no leadership"
+            leadership.proclaim(value_of(step))
+        elif op == "resign":
+            leadership = self.lease(step, "lease")
+            assert isinstance(leadership, fencelock.Leadership), f"{step['lease']} is no leadership"
+            leadership.resign()
+        elif op == "expect_leader":
+            self._check_leader(step, self.client(step).election(self.name(step)).leader())
+        elif op == "observe":
+            observer = self.client(step).election(self.name(step)).observe()
+            self.observers[step["as"]] = Observed(observer)
+        elif op == "expect_observed":
+            bound = _ms(step.get("within_ms", 10000))
+            assert bound is not None
+            self._check_leader(step, self.observers[step["observer"]].next(bound))
         else:
             raise AssertionError(f"unknown op {op}")
+
+    def _check_leader(self, step: Dict[str, Any], leader: Optional[fencelock.Leader]) -> None:
+        """A leader read or observed against the step: ``none``, or ``value`` and ``term_of`` (a leadership)."""
+        if step.get("none"):
+            if leader is not None:
+                raise StepFailed(f"leader {leader}, expected none")
+            return
+        if leader is None:
+            raise StepFailed("no leader, expected one")
+        if "value" in step and leader.value != str(step["value"]).encode():
+            raise StepFailed(f"leader value {leader.value!r}, expected {step['value']!r}")
+        if "term_of" in step and leader.term != self.lease(step, "term_of").fence:
+            want = self.lease(step, "term_of").fence
+            raise StepFailed(f"leader term {leader.term}, expected {want}, the term of {step['term_of']}")
 
     @staticmethod
     def _slot(lease: fencelock.Lease) -> int:
@@ -352,6 +427,13 @@ class Run:
                     if lease is None:
                         raise StepFailed(f"read-write lock {name} left held")
                     lease.release()
+                elif which == "leader":
+                    try:
+                        now = checker.election(name).leader()
+                    except fencelock.Unsupported:
+                        continue
+                    if now is not None:
+                        raise StepFailed(f"election {name} left a leader of term {now.term}")
                 elif which == "permit":
                     try:
                         n = checker.semaphore(name, permits).available()

@@ -1,10 +1,11 @@
 //! `Client`: connect, lock, try_lock, hold / try_hold (read-write locks and semaphores by the kind's name), available,
-//! fence, inspect, force_release, metrics, close — each blocking (GIL released, interruptible) and as an asyncio
-//! awaitable (`*_async`).
+//! election, fence, inspect, force_release, metrics, close — each blocking (GIL released, interruptible) and as an
+//! asyncio awaitable (`*_async`).
 
 use fencelock::{Client, HoldKind, LockInfo, MetricsNames, Result};
 use pyo3::prelude::*;
 
+use crate::election::PyElection;
 use crate::error::to_py;
 use crate::fence::PyFence;
 use crate::fork::ForkLocal;
@@ -18,6 +19,9 @@ type Info = (Option<String>, Option<f64>, Option<u64>);
 fn info(i: LockInfo) -> Info {
     (i.holder, i.remaining.map(|d| d.as_secs_f64()), i.last_token)
 }
+
+/// `capability` as a tuple, in `Capability`'s field order.
+type Caps = (bool, bool, bool, bool, bool, bool, bool);
 
 /// `connect`'s options as Python passes them (the package validated their types).
 pub(crate) struct Connect {
@@ -123,10 +127,10 @@ impl PyClient {
         Ok(self.get(py)?.url().to_string())
     }
 
-    /// `(fencing, native_wait, fair, session_bound, rw_lock, semaphore)`.
-    fn capability(&self, py: Python<'_>) -> PyResult<(bool, bool, bool, bool, bool, bool)> {
+    /// `(fencing, native_wait, fair, session_bound, rw_lock, semaphore, election)`.
+    fn capability(&self, py: Python<'_>) -> PyResult<Caps> {
         let c = self.get(py)?.capability();
-        Ok((c.fencing, c.native_wait, c.fair, c.session_bound, c.rw_lock, c.semaphore))
+        Ok((c.fencing, c.native_wait, c.fair, c.session_bound, c.rw_lock, c.semaphore, c.election))
     }
 
     /// This client's metrics snapshot as core's JSON (the package parses it into a dict).
@@ -295,6 +299,11 @@ impl PyClient {
     /// The fenced register `resource` in this client's backend.
     fn fence(&self, py: Python<'_>, resource: &str) -> PyResult<PyFence> {
         Ok(PyFence::new(self.get(py)?.fence(resource)))
+    }
+
+    /// The election `name` in this client's backend.
+    fn election(&self, py: Python<'_>, name: String) -> PyResult<PyElection> {
+        Ok(PyElection::new(self.get(py)?, name))
     }
 
     /// `(holder, remaining seconds, last token)` of `name`.

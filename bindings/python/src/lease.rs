@@ -33,7 +33,7 @@ impl PyLease {
         }
     }
 
-    fn get(&self, py: Python<'_>) -> PyResult<Arc<Lease>> {
+    pub(crate) fn get(&self, py: Python<'_>) -> PyResult<Arc<Lease>> {
         self.lease.get().cloned().map_err(|e| to_py(py, e))
     }
 }

@@ -6,6 +6,7 @@
 //! one fork-safe runtime. Files mirror the core modules they wrap.
 
 mod client;
+mod election;
 mod error;
 mod fence;
 mod fork;
@@ -28,8 +29,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PyClient>()?;
     m.add_class::<lease::PyLease>()?;
     m.add_class::<fence::PyFence>()?;
+    m.add_class::<election::PyElection>()?;
+    m.add_class::<election::PyObserver>()?;
     m.add("DEFAULT_TTL", fencelock::DEFAULT_TTL.as_secs_f64())?;
     m.add("MAX_NAME_BYTES", fencelock::MAX_NAME_BYTES)?;
     m.add("MAX_PERMITS", fencelock::MAX_PERMITS)?;
+    m.add("MAX_VALUE_BYTES", fencelock::MAX_VALUE_BYTES)?;
     Ok(())
 }
