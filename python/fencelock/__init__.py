@@ -435,6 +435,9 @@ class Leadership(LeadershipView, Lease):
         """Gives the leadership up (the same as :meth:`release`): the next candidate leads, with a higher term."""
         self.release()
 
+    def __enter__(self) -> Leadership:
+        return self
+
 
 class Observer:
     """The changes of leader of one election, in order: iterate it (``for leader in election.observe():``), or take
@@ -488,6 +491,7 @@ class Election(ElectionView):
         """
         owner = thread_owner() if owner is None else owner
         native = self._native.campaign(value_arg(self.name, value), ttl, timeout, watchdog, owner, False)
+        assert native is not None, "a waiting campaign leads or raises"
         return Leadership(native, self)
 
     def try_campaign(

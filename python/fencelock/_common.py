@@ -316,6 +316,7 @@ class ElectionView:
     """What the sync and asyncio elections share: the client, the name and the repr."""
 
     __slots__ = ("_client", "_native")
+    _native: native.Election
 
     def __init__(self, client: Any, name: str) -> None:
         self._client = client
@@ -335,11 +336,12 @@ class LeadershipView:
 
     __slots__ = ()
     _election: Any
+    _native: native.Lease
 
     @property
     def term(self) -> int:
         """The term: this leadership's fencing token (the same as ``fence``), higher than every earlier leader's."""
-        return self._native.fence  # type: ignore[attr-defined]
+        return self._native.fence
 
     @property
     def election(self) -> Any:

@@ -354,6 +354,9 @@ class Leadership(LeadershipView, Lease):
         """Gives the leadership up (the same as :meth:`release`)."""
         await self.release()
 
+    async def __aenter__(self) -> Leadership:
+        return self
+
 
 class Observer:
     """The changes of leader of one election (asyncio): ``async for leader in election.observe():``, each a
@@ -399,6 +402,7 @@ class Election(ElectionView):
         """
         owner = task_owner() if owner is None else owner
         native = await self._native.campaign_async(value_arg(self.name, value), ttl, timeout, watchdog, owner, False)
+        assert native is not None, "a waiting campaign leads or raises"
         return Leadership(native, self)
 
     async def try_campaign(
