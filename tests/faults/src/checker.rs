@@ -110,7 +110,7 @@ pub struct Report {
     /// Of those, the ones where the older holder still got a fenced op accepted after the newer one was granted.
     pub failover_unfenced: u64,
     pub failover_examples: Vec<String>,
-    /// `mutex`, `rwlock` or `semaphore` (from the run's label), and the semaphore's permits.
+    /// `mutex`, `rwlock`, `semaphore` or `election` (from the run's label), and the semaphore's permits.
     pub workload: String,
     pub permits: Option<u32>,
     /// rwlock: pairs of sessions whose fenced-accepted operations interleave, one of them a writer.
@@ -127,6 +127,12 @@ pub struct Report {
     pub slot_out_of_range: u64,
     /// The most sessions that believed they held at once (measured: a paused holder believes past its lease).
     pub believed_holders_max: u64,
+    /// election: the leaders' writes of their terms to the SDK's own Fence register, as it answered them.
+    pub term_writes_accepted: u64,
+    pub term_writes_refused: u64,
+    /// election: accepted term writes below a term the register had accepted before the write began.
+    pub stale_terms_accepted: u64,
+    pub stale_term_examples: Vec<String>,
     pub canary: bool,
     pub failures: Vec<String>,
 }
@@ -605,7 +611,7 @@ pub fn check(h: &[Event], canary: bool) -> Report {
         }
     }
 
-    workload_checks(&mut r, &ops, &ss);
+    workload_checks(&mut r, &h, &ops, &ss);
     r.failures = failures(&r);
     r
 }
@@ -615,9 +621,9 @@ fn label_word<'a>(label: &'a str, name: &str) -> Option<&'a str> {
     label.split_whitespace().find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
 }
 
-/// The rw lock's and the semaphore's own properties, on the fenced registers (what a paused holder cannot fake) and,
+/// The rw lock's, the semaphore's and the election's own properties, on the fenced registers (what a paused holder cannot fake) and,
 /// measured, on the believed holds.
-fn workload_checks(r: &mut Report, ops: &[&Event], ss: &[Session]) {
+fn workload_checks(r: &mut Report, h: &[Event], ops: &[&Event], ss: &[Session]) {
     r.workload = label_word(&r.run, "workload").unwrap_or("mutex").to_string();
     r.permits = label_word(&r.run, "permits").and_then(|p| p.parse().ok());
     // The believed holders at once: a sweep over the sessions' [ok, end).
@@ -663,7 +669,55 @@ fn workload_checks(r: &mut Report, ops: &[&Event], ss: &[Session]) {
                 r.permit_holders_max = r.permit_holders_max.max(now as u64);
             }
         }
+        "election" => stale_terms(r, h),
         _ => {}
+    }
+}
+
+/// The SDK register's answers to the leaders' term writes (`fence-write`): an accepted write whose term is below one
+/// the register accepted before it was invoked is a stale leader's write let through. Real time, not the referee's
+/// order: the register itself decides, and only answers that completed before the write began are known to it.
+fn stale_terms(r: &mut Report, h: &[Event]) {
+    let writes: Vec<&Event> = h.iter().filter(|e| e.src == "worker" && e.f.as_deref() == Some("fence-write")).collect();
+    let term_write = |kind: &'static str| writes.iter().copied().filter(move |e| e.kind == kind);
+    r.term_writes_accepted = term_write("ok").count() as u64;
+    r.term_writes_refused = term_write("fail").count() as u64;
+    // Each accepted write with its own invoke (a session's writes alternate invoke, answer): (invoked, done, term).
+    let mut pending: HashMap<&str, u64> = HashMap::new();
+    let mut spans: Vec<(u64, u64, u64, &str)> = Vec::new();
+    for e in &writes {
+        let (Some(session), Some(token)) = (e.session.as_deref(), e.token) else { continue };
+        match e.kind.as_str() {
+            "invoke" => {
+                pending.insert(session, e.t_ref);
+            }
+            "ok" => spans.push((pending.remove(session).unwrap_or(e.t_ref), e.t_ref, token, session)),
+            _ => {
+                pending.remove(session);
+            }
+        }
+    }
+    let mut accepted: Vec<(u64, u64, &str)> = spans.iter().map(|&(_, done, t, s)| (done, t, s)).collect();
+    accepted.sort_unstable();
+    // Sweep the writes by invoke; each is checked against the highest term accepted before it began.
+    let mut by_invoke: Vec<(u64, u64, &str)> = spans.iter().map(|&(from, _, t, s)| (from, t, s)).collect();
+    by_invoke.sort_unstable();
+    let (mut i, mut highest): (usize, Option<(u64, &str)>) = (0, None);
+    for (from, token, session) in by_invoke {
+        while i < accepted.len() && accepted[i].0 < from {
+            if highest.is_none_or(|(t, _)| accepted[i].1 > t) {
+                highest = Some((accepted[i].1, accepted[i].2));
+            }
+            i += 1;
+        }
+        if let Some((newer, by)) = highest.filter(|&(t, _)| token < t) {
+            r.stale_terms_accepted += 1;
+            if r.stale_term_examples.len() < 5 {
+                r.stale_term_examples.push(format!(
+                    "{session} wrote term {token} and the register accepted it after accepting term {newer} of {by}"
+                ));
+            }
+        }
     }
 }
 
@@ -698,6 +752,7 @@ fn failures(r: &Report) -> Vec<String> {
     must_be_zero("rwlock reads that saw a write", r.rw_reads_changed as i64);
     must_be_zero("semaphore holders over the permits (fenced)", r.permit_holders_over as i64);
     must_be_zero("semaphore slot held twice (fenced)", r.slot_overlaps as i64);
+    must_be_zero("election stale terms accepted by the SDK fence", r.stale_terms_accepted as i64);
     must_be_zero("semaphore slot out of range", r.slot_out_of_range as i64);
     if r.acquire_ok == 0 {
         f.push("no acquisition at all".into());
@@ -882,6 +937,19 @@ pub fn render(r: &Report) -> String {
                 r.believed_holders_max,
                 verdict(r.permit_holders_over + r.slot_overlaps + r.slot_out_of_range == 0)
             );
+        }
+        "election" => {
+            s += &format!(
+                "election: SDK fence term writes accepted={} refused={} stale accepted={} believed leaders max={}   {}\n",
+                r.term_writes_accepted,
+                r.term_writes_refused,
+                r.stale_terms_accepted,
+                r.believed_holders_max,
+                verdict(r.stale_terms_accepted == 0)
+            );
+            for ex in &r.stale_term_examples {
+                s += &format!("    {ex}\n");
+            }
         }
         _ => {}
     }
@@ -1419,5 +1487,41 @@ mod tests {
         let mut h = failover(true);
         h.0.retain(|e| e.src != "nemesis");
         assert_eq!(h.check(false).failover_overlaps, 0);
+    }
+
+    /// The clean history as an election: each leader writes its term to the SDK register after its referee read.
+    fn election(stale: bool) -> H {
+        let mut h = clean()
+            .workload("workload=election")
+            .w(S + 12, "invoke", "fence-write", "a", Some("a1"), Some(10))
+            .w(S + 14, "ok", "fence-write", "a", Some("a1"), Some(10))
+            .w(4 * S + 12, "invoke", "fence-write", "b", Some("b1"), Some(11))
+            .w(4 * S + 14, "ok", "fence-write", "b", Some("b1"), Some(11));
+        // A deposed leader (a1) comes back after b1's write: refused, or (a register that forgot) accepted.
+        h = h.w(4 * S + 50, "invoke", "fence-write", "a", Some("a1"), Some(10));
+        h.w(4 * S + 52, if stale { "ok" } else { "fail" }, "fence-write", "a", Some("a1"), Some(10))
+    }
+
+    #[test]
+    fn an_election_whose_register_refuses_the_deposed_leader_passes() {
+        let r = election(false).check(false);
+        assert_eq!(r.failures, Vec::<String>::new(), "{}", render(&r));
+        assert_eq!((r.workload.as_str(), r.term_writes_accepted, r.term_writes_refused), ("election", 2, 1));
+        assert!(render(&r).contains("stale accepted=0"), "{}", render(&r));
+    }
+
+    #[test]
+    fn a_stale_term_the_sdk_register_accepted_fails_the_run() {
+        let r = election(true).check(false);
+        assert_eq!(r.stale_terms_accepted, 1, "{}", render(&r));
+        assert!(r.failures.iter().any(|f| f.starts_with("election stale terms accepted")), "{:?}", r.failures);
+        assert!(r.stale_term_examples[0].contains("term 10") && r.stale_term_examples[0].contains("term 11 of b1"));
+        // Concurrent writes are no evidence: b1's write completing after a1's began tells a1's register nothing.
+        let mut h = election(true);
+        for e in h.0.iter_mut().filter(|e| e.f.as_deref() == Some("fence-write") && e.session.as_deref() == Some("b1"))
+        {
+            e.t_ref += 50; // b1's ok now lands after a1's second invoke
+        }
+        assert_eq!(h.check(false).stale_terms_accepted, 0);
     }
 }

@@ -69,7 +69,8 @@ pub struct RunArgs {
     /// `-<workload>` after the backend for the rw lock and the semaphore).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// What the workers hold: the mutex, a read-write lock (60 % reads), or a semaphore's permits.
+    /// What the workers hold: the mutex, a read-write lock (60 % reads), a semaphore's permits, or the leadership
+    /// of an election (the term is the token).
     #[arg(long, value_enum, default_value = "mutex")]
     pub workload: Workload,
     /// The semaphore's permits (`--workload semaphore`).
@@ -82,6 +83,7 @@ pub enum Workload {
     Mutex,
     Rwlock,
     Semaphore,
+    Election,
 }
 
 impl Workload {
@@ -90,6 +92,7 @@ impl Workload {
             Workload::Mutex => "mutex",
             Workload::Rwlock => "rwlock",
             Workload::Semaphore => "semaphore",
+            Workload::Election => "election",
         }
     }
 
@@ -98,6 +101,7 @@ impl Workload {
         match self {
             Workload::Rwlock if !c.rw_lock => Some("capability().rw_lock is false"),
             Workload::Semaphore if !c.semaphore => Some("capability().semaphore is false"),
+            Workload::Election if !c.election => Some("capability().election is false"),
             _ => None,
         }
     }
@@ -693,7 +697,7 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
         return Err(format!("--langs names no worker with the {} workload", args.workload.name()));
     }
     let clocked = menu.contains(&Fault::ClockJump);
-    // The Go worker speaks etcd's lock API, which has no read-write lock or semaphore: mutex runs only.
+    // The Go worker speaks etcd's lock API, which has no read-write lock, semaphore or election: mutex runs only.
     let go = args.profile != Profile::Canary && !args.no_go && args.workload == Workload::Mutex;
     if go && !args.go_worker.is_file() {
         return Err(format!(
@@ -749,6 +753,7 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
         Workload::Mutex => {}
         Workload::Rwlock => label += " workload=rwlock",
         Workload::Semaphore => label += &format!(" workload=semaphore permits={}", args.permits),
+        Workload::Election => label += " workload=election",
     }
     run.phase("start", Some(label));
     // The checker's fairness bound applies where the backend serves waiters in arrival order.

@@ -30,7 +30,8 @@ pub struct WorkerArgs {
     pub key: String,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// `mutex`, `rwlock` (reads and writes of one read-write lock) or `semaphore` (permits, a register per slot).
+    /// `mutex`, `rwlock` (reads and writes of one read-write lock), `semaphore` (permits, a register per slot) or
+    /// `election` (campaigns; the term is the token).
     #[arg(long, default_value = "mutex")]
     pub workload: String,
     /// The semaphore's permits (`--workload semaphore`).
@@ -38,13 +39,14 @@ pub struct WorkerArgs {
     pub permits: u32,
 }
 
-/// What one cycle takes: the mutex, a read or the write hold of the rw lock, or a permit.
+/// What one cycle takes: the mutex, a read or the write hold of the rw lock, a permit, or the leadership.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Hold {
     Mutex,
     Read,
     Write,
     Permit,
+    Leader,
 }
 
 impl Hold {
@@ -55,6 +57,7 @@ impl Hold {
             Hold::Read => Some("read"),
             Hold::Write => Some("write"),
             Hold::Permit => Some("permit"),
+            Hold::Leader => Some("leader"),
         }
     }
 }
@@ -169,6 +172,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
     let mut rng = StdRng::seed_from_u64(args.seed ^ u64::from(std::process::id()));
     let mut n = 0u64;
     let (rw, sem) = (client.rw_lock(&args.name), client.semaphore(&args.name, args.permits));
+    let (election, value) = (client.election(&args.name), args.client.as_bytes());
     while !stop.load(Ordering::SeqCst) {
         let hold = match args.workload.as_str() {
             "mutex" => Hold::Mutex,
@@ -176,7 +180,8 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
             "rwlock" if rng.random_bool(0.6) => Hold::Read,
             "rwlock" => Hold::Write,
             "semaphore" => Hold::Permit,
-            w => return Err(format!("unknown workload {w:?} (mutex, rwlock, semaphore)")),
+            "election" => Hold::Leader,
+            w => return Err(format!("unknown workload {w:?} (mutex, rwlock, semaphore, election)")),
         };
         out.emit_hold("invoke", "acquire", None, None, None, hold.name(), None);
         let got = match hold {
@@ -184,6 +189,8 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
             Hold::Read => rw.read(&opts).await,
             Hold::Write => rw.write(&opts).await,
             Hold::Permit => sem.acquire(&opts).await,
+            // The leadership's lease carries the watchdog, the lost signal and the release (resign) alike.
+            Hold::Leader => election.campaign(value, &opts).await.map(fencelock::Leadership::into_lease),
         };
         let lease = match got {
             Ok(l) => l,
@@ -290,6 +297,9 @@ async fn critical_section(
         if lease.is_lost() {
             return Ok(());
         }
+        if hold == Hold::Leader && !term_write(client, args, token, session, out).await {
+            return Ok(()); // the SDK's register knows a newer term: deposed
+        }
         let mut write = base.clone();
         write["op"] = "write".into();
         write["values"] = json!([values[0] + 1, values[1] + 1, values[2] + 1]);
@@ -311,4 +321,26 @@ async fn critical_section(
         }
     }
     Ok(())
+}
+
+/// A leader's write of its term to the SDK's own Fence register on the backend (`<key>.term`): whether the register
+/// accepted it. The checker fails on an accepted term below one the register accepted before this write began.
+async fn term_write(client: &Client, args: &WorkerArgs, token: u64, session: &str, out: &Emitter) -> bool {
+    out.emit("invoke", "fence-write", Some(session), Some(token), None);
+    match client.fence(&format!("{}.term", args.key)).write(token, session.as_bytes()).await {
+        Ok(()) => {
+            out.emit("ok", "fence-write", Some(session), Some(token), None);
+            true
+        }
+        Err(e) => {
+            out.emit(
+                if e.kind() == ErrorKind::Fenced { "fail" } else { "info" },
+                "fence-write",
+                Some(session),
+                Some(token),
+                Some(code(&e)),
+            );
+            false
+        }
+    }
 }

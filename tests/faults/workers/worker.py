@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--name", default="locktest")
     ap.add_argument("--key", default="register")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--workload", choices=["mutex", "rwlock", "semaphore"], default="mutex")
+    ap.add_argument("--workload", choices=["mutex", "rwlock", "semaphore", "election"], default="mutex")
     ap.add_argument("--permits", type=int, default=2)
     args = ap.parse_args()
 
@@ -114,14 +114,15 @@ def main() -> None:
     rng = random.Random(args.seed ^ os.getpid())
     n = 0
     rw, sem = client.rw_lock(args.name), client.semaphore(args.name, args.permits)
+    election = client.election(args.name)
     while not stop.is_set():
         # The rw workload: 60 % reads. The mutex's events carry no hold kind.
-        hold = {"mutex": None, "semaphore": "permit"}.get(args.workload)
+        hold = {"mutex": None, "semaphore": "permit", "election": "leader"}.get(args.workload)
         if args.workload == "rwlock":
             hold = "read" if rng.random() < 0.6 else "write"
         out.emit("invoke", "acquire", hold=hold)
         take = {None: lambda **kw: client.lock(args.name, **kw), "read": rw.read, "write": rw.write,
-                "permit": sem.acquire}[hold]
+                "permit": sem.acquire, "leader": lambda **kw: election.campaign(args.client, **kw)}[hold]
         try:
             lease = take(ttl=ttl, timeout=3 * ttl, owner=owner)
         except fencelock.LockError as e:
@@ -186,6 +187,8 @@ def critical_section(client, lease, hold, args, owner, referee, out, session, rn
     for i in range(writes):
         if lease.lost.is_set():  # a careful user; a pause right after this check is what fencing is for
             return
+        if hold == "leader" and not term_write(client, args, token, session, out):
+            return  # the SDK's register knows a newer term: deposed
         ok, values = referee.call({**base, "op": "write", "values": [v + 1 for v in values]})
         if not ok[0]:
             return
@@ -198,6 +201,18 @@ def critical_section(client, lease, hold, args, owner, referee, out, session, rn
                 out.emit("fail", "renew", session, token, code(e))
             if writes > 1:
                 time.sleep(ttl * rng.uniform(0.0, 0.3))
+
+
+def term_write(client, args, token, session, out) -> bool:
+    """A leader's write of its term to the SDK's own Fence register (``<key>.term``): whether it was accepted."""
+    out.emit("invoke", "fence-write", session, token)
+    try:
+        client.fence(f"{args.key}.term").write(token, session.encode())
+    except fencelock.LockError as e:
+        out.emit("fail" if code(e) == "FENCED" else "info", "fence-write", session, token, code(e))
+        return False
+    out.emit("ok", "fence-write", session, token)
+    return True
 
 
 if __name__ == "__main__":
