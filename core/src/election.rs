@@ -29,6 +29,10 @@ const OBSERVE_EVERY: Duration = Duration::from_millis(50);
 /// reports the new term without it.
 const LEADER_READS: usize = 3;
 
+/// How long `observe` waits for a new leader's value before it reports the leader without one (a plain lock on the
+/// name never writes one): a new leader's value follows its grant by one write.
+const VALUE_GRACE: Duration = Duration::from_secs(1);
+
 /// One election: at most one leader at a time, with a term that rises with every new leader.
 #[derive(Debug, Clone)]
 pub struct Election {
@@ -136,13 +140,18 @@ impl Election {
 
     /// The current leader's value and term, or `None` if nobody leads.
     pub async fn leader(&self) -> Result<Option<Leader>> {
+        Ok(self.read_leader().await?.0)
+    }
+
+    /// [`leader`](Self::leader), and whether the leader has yet to write its value.
+    async fn read_leader(&self) -> Result<(Option<Leader>, bool)> {
         self.client.check_open()?;
         validate_name(&self.name)?;
         self.client.check_election(&self.name)?;
         let backend = self.client.backend();
         let at = |e: Error| e.at(&self.name, backend.describe());
         if backend.keeps_leader_values() {
-            return backend.leader(&self.name).await.map_err(at);
+            return Ok((backend.leader(&self.name).await.map_err(at)?, false));
         }
         let mut info = None;
         for _ in 0..LEADER_READS {
@@ -151,21 +160,21 @@ impl Election {
             let now = backend.inspect(&self.name).await.map_err(at)?;
             let (holder, value) = unpack(&stored);
             match &now.holder {
-                None => return Ok(None),
+                None => return Ok((None, false)),
                 // The holder wrote it: its value, at its term (Redlock's `last_token` may count a minority's grants).
-                Some(h) if h.as_bytes() == holder => return Ok(Some(Leader { value: value.to_vec(), term })),
+                Some(h) if h.as_bytes() == holder => return Ok((Some(Leader { value: value.to_vec(), term }), false)),
                 _ => info = Some(now),
             }
         }
         // A leader that has not written its value yet (or a plain lock on the name): its term, no value.
-        Ok(info.and_then(|i| i.last_token).map(|term| Leader { value: Vec::new(), term }))
+        Ok((info.and_then(|i| i.last_token).map(|term| Leader { value: Vec::new(), term }), true))
     }
 
     /// Every change of leader, in order, starting with the current one: a new leader, a proclaimed value, or `None`
     /// when nobody leads. A term lower than one already reported never follows it; an error is reported and the
     /// stream goes on (a reconnect resumes it). Reads the leader every 50 ms.
     pub fn observe(&self) -> impl Stream<Item = Result<Option<Leader>>> + Send + 'static {
-        let state = Observed { election: self.clone(), last: None, highest: 0 };
+        let state = Observed { election: self.clone(), last: None, highest: 0, pending: None };
         futures::stream::unfold(state, |mut state| async move {
             let item = state.next().await;
             Some((item, state))
@@ -179,6 +188,8 @@ struct Observed {
     // `None` before the first report.
     last: Option<Option<Leader>>,
     highest: u64,
+    // A leader seen without its value yet: its term, and when it was first seen so.
+    pending: Option<(u64, tokio::time::Instant)>,
 }
 
 impl Observed {
@@ -188,10 +199,27 @@ impl Observed {
             if self.last.is_some() {
                 tokio::time::sleep(OBSERVE_EVERY).await;
             }
-            let now = match self.election.leader().await {
+            let (now, unwritten) = match self.election.read_leader().await {
                 Err(e) if e.kind() == ErrorKind::Closed => return Err(e),
                 other => other?,
             };
+            // A new leader between its grant and its value's write: report it once the value is there, so that
+            // watchers see its value, not an empty one first (or without one after the grace: a plain lock).
+            match (&now, unwritten) {
+                (Some(l), true) => {
+                    let since = match self.pending {
+                        Some((term, since)) if term == l.term => since,
+                        _ => self.pending.insert((l.term, tokio::time::Instant::now())).1,
+                    };
+                    if since.elapsed() < VALUE_GRACE {
+                        if self.last.is_none() {
+                            tokio::time::sleep(OBSERVE_EVERY).await; // the first report waits too
+                        }
+                        continue;
+                    }
+                }
+                _ => self.pending = None,
+            }
             let older = now.as_ref().is_some_and(|l| l.term < self.highest);
             if older || self.last.as_ref() == Some(&now) {
                 continue;
