@@ -121,6 +121,8 @@ export interface Capability {
   rwLock: boolean;
   /** Semaphores of leased permits (`client.semaphore`); without them their calls reject with UNSUPPORTED. */
   semaphore: boolean;
+  /** Leader elections (`client.election`); without them their calls reject with UNSUPPORTED. */
+  election: boolean;
 }
 
 export interface LockInfo {
@@ -155,6 +157,8 @@ export declare class Client {
   rwLock(name: string): RwLock;
   /** The semaphore `name` of `permits` leased permits (1 to 65536; every client of the name must use the same). */
   semaphore(name: string, permits: number): Semaphore;
+  /** The election `name`: one leader at a time, each with a value and a rising term. */
+  election(name: string): Election;
   /** The fenced register `resource`, stored in this client's backend. */
   fence(resource: string): Fence;
   /** Who holds `name`, for how long, and the last token handed out. */
@@ -207,12 +211,50 @@ export declare class Semaphore {
   withPermit<T>(fn: (permit: Lease) => T | Promise<T>): Promise<T>;
 }
 
+/** A leader's value: a string (stored as UTF-8) or bytes, at most 65536 bytes (INVALID_ARGUMENT beyond). */
+export type LeaderValue = string | Buffer | Uint8Array;
+
+/** Who leads an election. */
+export interface Leader {
+  /** The value it campaigned with, or last proclaimed. */
+  value: Buffer;
+  /** Its term: the fencing token of its leadership, rising with every new leader. */
+  term: bigint;
+}
+
+export interface ObserveOptions {
+  /** Aborting it stops observing: the waiting `next()` rejects with CANCELLED. */
+  signal?: AbortSignal;
+}
+
+/**
+ * At most one leader at a time. A campaign waits up to `timeoutMs` (forever by default) while another leads; a
+ * campaign that times out or is aborted leaves no candidate behind.
+ */
+export declare class Election {
+  private constructor();
+  readonly name: string;
+  /** Campaigns with `value`, waiting while another leads. Rejects with TIMEOUT, CANCELLED, INVALID_ARGUMENT, … */
+  campaign(value: LeaderValue, options?: LockOptions): Promise<Leadership>;
+  /** One attempt: the Leadership, or null while another leads. */
+  tryCampaign(value: LeaderValue, options?: LockOptions): Promise<Leadership | null>;
+  /** Who leads now, or null. */
+  leader(): Promise<Leader | null>;
+  /**
+   * The leader now (null when nobody leads), then every change in order, never a leader older than one already
+   * reported: `for await (const leader of election.observe())`. `break` stops observing; a failure (CLOSED once the
+   * client closes) rejects and ends the iteration.
+   */
+  observe(options?: ObserveOptions): AsyncIterableIterator<Leader | null>;
+}
+
 export interface LeaseEvents {
   lost: [error: LockError];
 }
 
 export declare class Lease {
-  private constructor();
+  /** Leases come from `lock`, `campaign`, …; protected only so that Leadership can extend it. */
+  protected constructor();
   readonly name: string;
   /** The fencing token: larger than every earlier grant's on this lock; readable after release. */
   readonly fence: bigint;
@@ -237,6 +279,16 @@ export declare class Lease {
   off(event: 'lost', listener: (error: LockError) => void): this;
   /** `await using lease = await client.lock(…)` releases it at the end of the block. */
   [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** A leadership: a Lease whose fence is the term; it renews, is lost and is released like any lease. */
+export declare class Leadership extends Lease {
+  /** The term, equal to `fence`: larger than every earlier leader's of this election. */
+  readonly term: bigint;
+  /** Replaces the leader's value, keeping the term. NOT_HELD after a resign, LOCK_LOST if the leadership was lost. */
+  proclaim(value: LeaderValue): Promise<void>;
+  /** Gives the leadership up (the same as `release()`). */
+  resign(): Promise<void>;
 }
 
 export declare class Fence {

@@ -80,10 +80,10 @@ async function guard(fn) {
  * The wait of `lock`, `rwLock(…).read`, …: `call(opts, cancelId)` starts the native acquire; an AbortSignal in the
  * options cancels it (CANCELLED) and leaves no hold behind.
  */
-async function waitFor(name, options, call) {
+async function waitFor(name, options, call, wrap = (n) => new Lease(n)) {
   checkName('name', name);
   const { opts, signal } = lockOptions(options);
-  if (!signal) return new Lease(await call(opts, undefined));
+  if (!signal) return wrap(await call(opts, undefined));
   if (signal.aborted) throw cancelled(name, signal);
   const id = cancelId();
   const onAbort = () => native.cancel(id);
@@ -102,16 +102,24 @@ async function waitFor(name, options, call) {
     await n.release().catch(() => {});
     throw cancelled(name, signal);
   }
-  return new Lease(n);
+  return wrap(n);
 }
 
-/** One attempt through `call(opts)`: a Lease, or null while it is taken. */
-async function tryOnce(name, options, call) {
+/** One attempt through `call(opts)`: a Lease (`wrap` of the native one), or null while it is taken. */
+async function tryOnce(name, options, call, wrap = (n) => new Lease(n)) {
   checkName('name', name);
   const { opts, signal } = lockOptions(options);
   if (signal && signal.aborted) throw cancelled(name, signal);
   const n = await call(opts);
-  return n ? new Lease(n) : null;
+  return n ? wrap(n) : null;
+}
+
+/** A leader's value for the addon: a string (as UTF-8) or bytes; core checks the length (at most 64 KiB). */
+function leaderValue(value) {
+  if (typeof value === 'string') return Buffer.from(value, 'utf8');
+  if (Buffer.isBuffer(value)) return value;
+  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  throw invalid(`value must be a string, Buffer or Uint8Array, got ${describe(value)}`);
 }
 
 /** `withLock` and its kin: takes a hold by `acquire(options)`, runs `fn(lease)`, releases whatever `fn` does. */
@@ -217,7 +225,7 @@ class Client {
     return this.#n.url;
   }
 
-  /** What the backend can do: `{ fencing, nativeWait, fair, sessionBound, rwLock, semaphore }`. */
+  /** What the backend can do: `{ fencing, nativeWait, fair, sessionBound, rwLock, semaphore, election }`. */
   get capability() {
     return this.#n.capability();
   }
@@ -250,6 +258,11 @@ class Client {
   /** The semaphore `name` of `permits` leased permits; every client of the name must use the same number. */
   semaphore(name, permits) {
     return new Semaphore(this.#n, name, permits);
+  }
+
+  /** The election `name`: one leader at a time, each with a value and a rising term. */
+  election(name) {
+    return new Election(this.#n, name);
   }
 
   /** The fenced register `resource` in this client's backend. */
@@ -403,6 +416,136 @@ class Semaphore {
   }
 }
 
+/**
+ * Leader election: at most one leader at a time. A leadership is a Lease (TTL, watchdog, lost signal) whose `term` is
+ * its fencing token, rising with every new leader; `observe()` reports each change of leader. A backend without
+ * elections (`capability.election` false) rejects with UNSUPPORTED.
+ */
+class Election {
+  #n;
+  #name;
+
+  /** @internal Use `client.election(name)`. */
+  constructor(client, name) {
+    this.#n = client;
+    this.#name = name;
+  }
+
+  /** The election's name. */
+  get name() {
+    return this.#name;
+  }
+
+  /** Campaigns with `value`, waiting up to `timeoutMs` while another leads; `signal` aborts, leaving no candidate. */
+  campaign(value, options) {
+    return guard(async () => {
+      const v = leaderValue(value);
+      return waitFor(this.#name, options, (opts, id) => this.#n.campaign(this.#name, v, opts, id), this.#wrap);
+    });
+  }
+
+  /** One attempt: the Leadership, or null while another leads. */
+  tryCampaign(value, options) {
+    return guard(async () => {
+      const v = leaderValue(value);
+      return tryOnce(this.#name, options, (opts) => this.#n.tryCampaign(this.#name, v, opts), this.#wrap);
+    });
+  }
+
+  /** Who leads now: `{ value: Buffer, term: bigint }`, or null. */
+  leader() {
+    return guard(async () => {
+      checkName('name', this.#name);
+      return (await this.#n.leader(this.#name)) ?? null;
+    });
+  }
+
+  /**
+   * The changes of leader, as an async iterable: the leader now (`{ value, term }`, or null when nobody leads), then
+   * every change in order, never a leader older than one already reported. `break` (or `return()`) stops observing;
+   * aborting `signal` rejects the waiting `next()` with CANCELLED. A failure (CLOSED once the client closes) rejects
+   * `next()` and ends the iteration.
+   */
+  observe(options) {
+    if (options !== undefined && options !== null && typeof options !== 'object') {
+      throw invalid(`options must be an object, got ${describe(options)}`);
+    }
+    const signal = options?.signal ?? undefined;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`);
+    }
+    checkName('name', this.#name);
+    return new Observation(this.#n.observe(this.#name), this.#name, signal);
+  }
+
+  #wrap = (n) => new Leadership(n, this.#n, this.#name);
+}
+
+/**
+ * The async iterator of `election.observe()`. One native `next` runs at a time (so reports keep their order); its
+ * wait is cancellable, which is how `return()` and the AbortSignal stop it.
+ */
+class Observation {
+  #n;
+  #name;
+  #signal;
+  #done = false;
+  #pending = undefined; // the cancel id of the native next in flight
+  #queue = Promise.resolve();
+  #onAbort = () => this.#finish();
+
+  /** @internal Use `election.observe()`. */
+  constructor(n, name, signal) {
+    this.#n = n;
+    this.#name = name;
+    this.#signal = signal;
+    if (signal) signal.addEventListener('abort', this.#onAbort, { once: true });
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+
+  /** `{ value: { value, term } | null, done: false }`, or `{ done: true }` once stopped. */
+  next() {
+    const result = this.#queue.then(() => this.#pull());
+    this.#queue = result.catch(() => {});
+    return result;
+  }
+
+  /** Stops observing: a waiting `next()` resolves done, the native observer is dropped. */
+  async return() {
+    this.#finish();
+    return { value: undefined, done: true };
+  }
+
+  async #pull() {
+    if (this.#signal?.aborted) throw cancelled(this.#name, this.#signal);
+    if (this.#done) return { value: undefined, done: true };
+    const id = cancelId();
+    this.#pending = id;
+    try {
+      const leader = await this.#n.next(id);
+      return { value: leader ?? null, done: false };
+    } catch (e) {
+      if (this.#signal?.aborted) throw cancelled(this.#name, this.#signal);
+      if (this.#done) return { value: undefined, done: true }; // cancelled by return()
+      this.#finish();
+      throw fromNative(e);
+    } finally {
+      this.#pending = undefined;
+    }
+  }
+
+  #finish() {
+    if (this.#done) return;
+    this.#done = true;
+    if (this.#signal) this.#signal.removeEventListener('abort', this.#onAbort);
+    if (this.#pending !== undefined) native.cancel(this.#pending);
+    this.#n.close();
+  }
+}
+
 class Lease extends EventEmitter {
   #n;
   #controller = null;
@@ -495,6 +638,33 @@ if (typeof Symbol.asyncDispose === 'symbol') {
   });
 }
 
+/** A leadership won by `election.campaign`: a Lease whose fence is the `term`; `resign()` releases it. */
+class Leadership extends Lease {
+  #n;
+  #client;
+  #election;
+
+  /** @internal Returned by `election.campaign` / `election.tryCampaign`. */
+  constructor(n, client, election) {
+    super(n);
+    this.#n = n;
+    this.#client = client;
+    this.#election = election;
+    /** The term: the leadership's fencing token, larger than every earlier leader's of this election. */
+    this.term = n.fence;
+  }
+
+  /** Replaces the leader's value, keeping the term. NOT_HELD after a resign, LOCK_LOST if the leadership was lost. */
+  proclaim(value) {
+    return guard(async () => await this.#client.proclaim(this.#election, this.#n, leaderValue(value)));
+  }
+
+  /** Gives the leadership up (a release). */
+  resign() {
+    return this.release();
+  }
+}
+
 class Fence {
   #n;
   #resource;
@@ -534,4 +704,4 @@ class Fence {
   }
 }
 
-module.exports = { connect, Client, Lease, Fence, RwLock, Semaphore, LockError, ErrorCode };
+module.exports = { connect, Client, Lease, Leadership, Election, Fence, RwLock, Semaphore, LockError, ErrorCode };

@@ -22,7 +22,8 @@ if [[ -n ${FENCELOCK_NODE_PREBUILT:-} ]]; then
 else
     npm run build
 fi
-node --test test/conformance.mjs test/api.test.mjs test/kinds.test.mjs test/process.test.mjs test/metrics.test.mjs
+node --test test/conformance.mjs test/api.test.mjs test/kinds.test.mjs test/election.test.mjs test/process.test.mjs \
+    test/metrics.test.mjs
 npm run typecheck
 
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/fencelock-node-pack.XXXXXX")

@@ -43,12 +43,22 @@ const SKIP = Symbol('skip');
 /** The kind of hold of a `lock`/`try_lock` step: `{ kind, permits }`, kind null for a mutex. */
 function kindOf(step) {
   const kind = step.kind ?? null;
-  assert.ok([null, 'read', 'write', 'permit'].includes(kind), `unknown kind ${kind}`);
+  assert.ok([null, 'read', 'write', 'permit', 'leader'].includes(kind), `unknown kind ${kind}`);
   return { kind, permits: kind === 'permit' ? step.permits : 0 };
 }
 
-/** One acquire of `kind` through the public API: `lock` (`once` false) or `tryLock` and their kin. */
-function acquire(client, name, { kind, permits }, opts, once) {
+/** The value a step campaigns or proclaims with: `value` (UTF-8), or `value_len` bytes. */
+function valueOf(step) {
+  return step.value_len !== undefined ? Buffer.alloc(step.value_len, 'v') : (step.value ?? '');
+}
+
+/** One acquire of `kind` through the public API: `lock` (`once` false) or `tryLock` and their kin; a campaign with
+ * the step's value for a leadership. */
+function acquire(client, name, { kind, permits }, opts, once, step) {
+  if (kind === 'leader') {
+    const election = client.election(name);
+    return once ? election.tryCampaign(valueOf(step), opts) : election.campaign(valueOf(step), opts);
+  }
   if (kind === 'read' || kind === 'write') {
     const rw = client.rwLock(name);
     if (kind === 'read') return once ? rw.tryRead(opts) : rw.read(opts);
@@ -61,13 +71,72 @@ function acquire(client, name, { kind, permits }, opts, once) {
   return once ? client.tryLock(name, opts) : client.lock(name, opts);
 }
 
+/** An observer started by an `observe` step: its reports, pumped from `election.observe()` in the background. */
+class Watch {
+  constructor(iterator) {
+    Object.assign(this, { iterator, reports: [], waiters: [] });
+    (async () => {
+      try {
+        for await (const leader of iterator) this.#push({ leader });
+      } catch (error) {
+        this.#push({ error });
+      }
+    })();
+  }
+
+  #push(report) {
+    this.reports.push(report);
+    for (const wake of this.waiters.splice(0)) wake();
+  }
+
+  /** The next report, or undefined if none comes within `ms`. */
+  async next(ms) {
+    if (this.reports.length === 0) {
+      let timer;
+      await new Promise((resolve) => {
+        this.waiters.push(resolve);
+        timer = setTimeout(resolve, ms);
+      });
+      clearTimeout(timer);
+    }
+    return this.reports.shift();
+  }
+}
+
+/** A leader read or observed against the step: `none`, or `value` and `term_of` (a leadership's term). */
+function checkLeader(run, step, leader) {
+  if (step.none) {
+    if (leader !== null) throw new Error(`leader of term ${leader.term}, expected none`);
+    return;
+  }
+  if (leader === null) throw new Error('no leader, expected one');
+  assert.ok(Buffer.isBuffer(leader.value) && typeof leader.term === 'bigint', 'a leader is { value, term }');
+  if (step.value !== undefined && !leader.value.equals(Buffer.from(step.value, 'utf8'))) {
+    throw new Error(`leader value ${JSON.stringify(String(leader.value))}, expected ${JSON.stringify(step.value)}`);
+  }
+  if (step.term_of !== undefined) {
+    const want = run.lease(step, 'term_of').term;
+    if (leader.term !== want) throw new Error(`leader term ${leader.term}, expected ${want} (${step.term_of})`);
+  }
+}
+
 /** The state of one scenario run. */
 class Run {
   constructor(url, unreachable, prefix) {
     // names: every name used, with the kind of hold it was first used for (the clean check differs per kind);
     // tasks: acquires started with `spawn`, awaited by `join`; previousStart, currentStart: when the previous and the
     // current step began (`min_elapsed_ms` counts from the previous one).
-    Object.assign(this, { url, unreachable, prefix, clients: new Map(), leases: new Map(), names: [], tasks: new Map() });
+    // watches: the observers of `observe` steps.
+    Object.assign(this, {
+      url,
+      unreachable,
+      prefix,
+      clients: new Map(),
+      leases: new Map(),
+      names: [],
+      tasks: new Map(),
+      watches: new Map(),
+    });
     this.previousStart = this.currentStart = performance.now();
   }
 
@@ -79,6 +148,7 @@ class Run {
     let kind = { kind: null, permits: 0 };
     if (step.op === 'lock' || step.op === 'try_lock') kind = kindOf(step);
     else if (step.op === 'expect_available') kind = { kind: 'permit', permits: step.permits };
+    else if (step.op === 'expect_leader' || step.op === 'observe') kind = { kind: 'leader', permits: 0 };
     const zero = kind.kind === 'permit' && kind.permits === 0;
     if (!zero && !this.names.some(([n]) => n === name)) this.names.push([name, kind]);
     return name;
@@ -140,7 +210,8 @@ class Run {
         return this.client(step).close();
       case 'lock':
       case 'try_lock': {
-        const acquiring = acquire(this.client(step), this.name(step), kindOf(step), Run.options(step), step.op === 'try_lock');
+        const once = step.op === 'try_lock';
+        const acquiring = acquire(this.client(step), this.name(step), kindOf(step), Run.options(step), once, step);
         if (step.spawn !== undefined) {
           // Settled as an outcome, so that a rejection waits for its `join` instead of going unhandled.
           this.tasks.set(step.spawn, acquiring.then((lease) => ({ lease }), (error) => ({ error })));
@@ -238,6 +309,26 @@ class Run {
         }
         return;
       }
+      case 'proclaim':
+      case 'resign': {
+        const leadership = this.lease(step, 'lease');
+        assert.ok(leadership instanceof fencelock.Leadership, `${step.lease} is no leadership`);
+        return step.op === 'proclaim' ? leadership.proclaim(valueOf(step)) : leadership.resign();
+      }
+      case 'expect_leader':
+        return checkLeader(this, step, await this.client(step).election(this.name(step)).leader());
+      case 'observe':
+        this.watches.set(step.as, new Watch(this.client(step).election(this.name(step)).observe()));
+        return;
+      case 'expect_observed': {
+        const watch = this.watches.get(step.observer);
+        assert.ok(watch, `no observer ${step.observer}`);
+        const bound = step.within_ms ?? 10000;
+        const report = await watch.next(bound);
+        if (!report) throw new Error(`no change observed within ${bound} ms`);
+        if (report.error) throw new Error(`observe failed: ${report.error.code}: ${report.error.message}`);
+        return checkLeader(this, step, report.leader);
+      }
       default:
         throw new Error(`unknown op ${step.op}`);
     }
@@ -269,7 +360,8 @@ class Run {
       error = e;
     }
     const elapsed = performance.now() - started;
-    if (step.within_ms !== undefined && step.op !== 'expect_lost' && elapsed > step.within_ms) {
+    const bounded = step.op !== 'expect_lost' && step.op !== 'expect_observed'; // their within_ms bounds a wait
+    if (step.within_ms !== undefined && bounded && elapsed > step.within_ms) {
       throw new Error(`took ${elapsed.toFixed(0)} ms, more than ${step.within_ms} ms`);
     }
     if (!error && want.length) throw new Error(`succeeded, expected ${want}`);
@@ -279,8 +371,14 @@ class Run {
     if (error) checkMentions(step, error);
   }
 
+  /** Stops the observers (their native pollers with them). */
+  async stopWatches() {
+    for (const watch of this.watches.values()) await watch.iterator.return();
+  }
+
   /** After the scenario: nothing may be left held. */
   async checkClean() {
+    await this.stopWatches();
     for (const lease of this.leases.values()) await lease.release().catch(() => {});
     const checker = await connect(this.url);
     try {
@@ -297,6 +395,9 @@ class Run {
           if (lease === SKIP) continue;
           if (!lease) throw new Error(`read-write lock ${name} left held`);
           await lease.release();
+        } else if (kind === 'leader') {
+          const leader = await checker.election(name).leader().catch(tolerated(['UNSUPPORTED']));
+          if (leader !== SKIP && leader !== null) throw new Error(`election ${name} left a leader (${leader.term})`);
         } else if (kind === 'permit') {
           const n = await checker.semaphore(name, permits).available().catch(tolerated(['UNSUPPORTED', 'INVALID_ARGUMENT']));
           if (n !== SKIP && n !== permits) throw new Error(`semaphore ${name} left ${n} of ${permits} permits`);
@@ -323,6 +424,7 @@ async function runBackend(label, url, unreachable) {
     session_bound: caps.sessionBound,
     rw_lock: caps.rwLock,
     semaphore: caps.semaphore,
+    election: caps.election,
   })
     .filter(([, on]) => on)
     .map(([n]) => n);
@@ -351,6 +453,7 @@ async function runBackend(label, url, unreachable) {
         failure = e.message;
       }
     } else {
+      await run.stopWatches();
       for (const client of run.clients.values()) await client.close().catch(() => {});
     }
     if (failure) {

@@ -1,13 +1,15 @@
 //! `Client` for JS: connect, lock (cancellable), tryLock, hold (cancellable) / tryHold for read-write locks and
-//! semaphores by the kind's name, available, fence, inspect, forceRelease, metrics, close.
+//! semaphores by the kind's name, available, campaign (cancellable) / tryCampaign / proclaim / leader / observe for
+//! elections, fence, inspect, forceRelease, metrics, close.
 
 use std::fmt;
 
 use fencelock::{Client, MetricsNames};
-use napi::bindgen_prelude::{BigInt, Env, PromiseRaw, Result};
+use napi::bindgen_prelude::{BigInt, Buffer, Env, PromiseRaw, Result};
 use napi_derive::napi;
 
 use crate::cancel;
+use crate::election::{LeaderInfo, NativeObserver, leader_info};
 use crate::error::joined;
 use crate::fence::NativeFence;
 use crate::lease::NativeLease;
@@ -34,6 +36,7 @@ pub struct Capability {
     pub session_bound: bool,
     pub rw_lock: bool,
     pub semaphore: bool,
+    pub election: bool,
 }
 
 /// What `inspect` finds about a lock.
@@ -83,6 +86,7 @@ impl NativeClient {
             session_bound: c.session_bound,
             rw_lock: c.rw_lock,
             semaphore: c.semaphore,
+            election: c.election,
         }
     }
 
@@ -169,6 +173,73 @@ impl NativeClient {
     pub fn available<'env>(&self, env: &'env Env, name: String, permits: i64) -> Result<PromiseRaw<'env, u32>> {
         let client = self.client.clone();
         spawn_promise(env, async move { fencelock_bridge::available(&client, &name, permits).await })
+    }
+
+    /// Campaigns in the election `name` with `value`, waiting up to `timeoutMs` while another leads; the leadership
+    /// is a lease whose fence is the term. `cancel(cancelId)` aborts the wait and leaves no candidate behind.
+    #[napi]
+    pub fn campaign<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        value: Buffer,
+        opts: Option<LockOpts>,
+        cancel_id: Option<u32>,
+    ) -> Result<PromiseRaw<'env, NativeLease>> {
+        let (client, value) = (self.client.clone(), value.to_vec());
+        let opts = lock_options(opts)?;
+        let task = spawn_task(async move {
+            let lease = fencelock_bridge::campaign(&client, &name, &value, &opts, false).await?;
+            Ok(lease.expect("a waiting campaign returns a leadership or an error"))
+        })?;
+        let registered = cancel::register(cancel_id, task.abort_handle());
+        env.spawn_future(async move {
+            let lease = joined(task.await, "the campaign")?;
+            drop(registered);
+            Ok(NativeLease::new(lease))
+        })
+    }
+
+    /// One attempt at a campaign: the leadership, or null while another leads.
+    #[napi]
+    pub fn try_campaign<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        value: Buffer,
+        opts: Option<LockOpts>,
+    ) -> Result<PromiseRaw<'env, Option<NativeLease>>> {
+        let (client, value) = (self.client.clone(), value.to_vec());
+        let opts = lock_options(opts)?;
+        spawn_promise(env, async move {
+            Ok(fencelock_bridge::campaign(&client, &name, &value, &opts, true).await?.map(NativeLease::new))
+        })
+    }
+
+    /// Replaces the value of `leadership` (a lease from `campaign` in the election `name`), keeping its term.
+    #[napi]
+    pub fn proclaim<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        leadership: &NativeLease,
+        value: Buffer,
+    ) -> Result<PromiseRaw<'env, ()>> {
+        let (client, lease, value) = (self.client.clone(), leadership.shared(), value.to_vec());
+        spawn_promise(env, async move { fencelock_bridge::proclaim(&client, &name, &lease, &value).await })
+    }
+
+    /// Who leads the election `name` now, or null.
+    #[napi]
+    pub fn leader<'env>(&self, env: &'env Env, name: String) -> Result<PromiseRaw<'env, Option<LeaderInfo>>> {
+        let client = self.client.clone();
+        spawn_promise(env, async move { Ok(leader_info(fencelock_bridge::leader(&client, &name).await?)) })
+    }
+
+    /// An observer of the election `name`: its first `next` is the leader now, then each change in order.
+    #[napi]
+    pub fn observe(&self, name: String) -> NativeObserver {
+        NativeObserver::new(fencelock_bridge::Observer::new(&self.client, &name), name)
     }
 
     /// The fenced register `resource`, stored in this client's backend.

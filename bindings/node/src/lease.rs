@@ -1,4 +1,5 @@
-//! `Lease` for JS: token, renew, release, and the lost callback behind `lease.signal` / `lease.on('lost')`.
+//! `Lease` for JS (every hold, a leadership too): token, renew, release, and the lost callback behind
+//! `lease.signal` / `lease.on('lost')`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -27,6 +28,11 @@ impl fmt::Debug for NativeLease {
 impl NativeLease {
     pub(crate) fn new(lease: Lease) -> Self {
         NativeLease { lease: Arc::new(lease) }
+    }
+
+    /// The lease for a call that outlives the JS method (a leadership's `proclaim`).
+    pub(crate) fn shared(&self) -> Arc<Lease> {
+        self.lease.clone()
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod cancel;
 mod client;
+mod election;
 mod error;
 mod fence;
 mod lease;
@@ -16,6 +17,7 @@ mod runtime;
 
 pub use cancel::cancel;
 pub use client::{Capability, LockInfo, NativeClient, connect};
+pub use election::{LeaderInfo, NativeObserver};
 pub use error::ErrorFields;
 pub use fence::{FenceValue, NativeFence};
 pub use lease::NativeLease;
