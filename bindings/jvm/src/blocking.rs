@@ -1,10 +1,11 @@
-//! The blocking fast path for platform threads: the core future runs on the calling Java thread (`block_on`), which
-//! saves the two thread hops of the task path per call. It waits in 50 ms slices and checks
-//! `Thread.isInterrupted()` between them, so an interrupt still cancels a waiting acquire (dropping the cancel-safe
-//! core future). Virtual threads take the task path instead: blocking them in native code would pin their carrier.
+//! The blocking fast path for platform threads (acquires, campaigns, release): the core future runs on the calling
+//! Java thread (`block_on`), which saves the two thread hops of the task path per call. It waits in 50 ms slices and
+//! checks `Thread.isInterrupted()` between them, so an interrupt still cancels a waiting acquire (dropping the
+//! cancel-safe core future). Virtual threads take the task path instead: blocking them in native code would pin
+//! their carrier.
 
 use fencelock::Client;
-use jni::objects::{JClass, JString};
+use jni::objects::{JByteArray, JClass, JString};
 use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned, jni_sig, jni_str};
 
@@ -75,6 +76,37 @@ pub extern "system" fn Java_dev_fencelock_Native_lockBlocking<'l>(
                 jni => jni,
             },
         )?;
+        Ok(lease.map_or(0, |l| into_handle(JLease::new(l))))
+    })
+}
+
+/// `campaign`/`tryCampaign` (see `Native_campaign`) on the calling thread: the leadership's lease handle, or 0 when
+/// `once` found another leading.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_dev_fencelock_Native_campaignBlocking<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    name: JString<'l>,
+    value: JByteArray<'l>,
+    ttl_ms: jlong,
+    timeout_ms: jlong,
+    watchdog: jboolean,
+    owner: JString<'l>,
+    fair: jint,
+    once: jboolean,
+    interruptible: jboolean,
+) -> jlong {
+    shim(&mut env, |env| {
+        let client: Client = borrow::<Client>(h)?.clone();
+        let name = string(env, &name, "the election name")?;
+        let value = crate::election::value(env, &value)?;
+        let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?, fair);
+        let campaign = fencelock_bridge::campaign(&client, &name, &value, &opts, once);
+        let lease = wait(env, interruptible, campaign).map_err(|f| match f {
+            Fail::Lock(e) => Fail::Lock(e.with_lock(&*name).with_backend(client.url())),
+            jni => jni,
+        })?;
         Ok(lease.map_or(0, |l| into_handle(JLease::new(l))))
     })
 }

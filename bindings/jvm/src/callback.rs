@@ -34,6 +34,8 @@ pub(crate) enum Value {
     Fence { token: u64, value: Vec<u8> },
     /// `onLost`: core's reason for the loss.
     Lost { reason: String },
+    /// `leader`/`observerNext`: the leader, or `None` when nobody leads.
+    Leader(Option<fencelock::Leader>),
 }
 
 /// `Completion.done`'s arguments.
@@ -52,6 +54,8 @@ impl Value {
             Value::Count(n) => (i64::from(n), 0, None, None),
             Value::Fence { token, value } => (token as i64, 0, None, Some(value)),
             Value::Lost { reason } => (0, 0, Some(reason), None),
+            Value::Leader(Some(l)) => (1, l.term as i64, None, Some(l.value)),
+            Value::Leader(None) => (0, 0, None, None),
         }
     }
 }

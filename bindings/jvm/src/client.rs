@@ -20,6 +20,7 @@ const FAIR: jint = 4;
 const SESSION_BOUND: jint = 8;
 const RW_LOCK: jint = 16;
 const SEMAPHORE: jint = 32;
+const ELECTION: jint = 64;
 
 /// Connects; `done(clientHandle, …)`. A null URL uses `FENCELOCK_URL`, else the embedded SQLite file.
 #[unsafe(no_mangle)]
@@ -85,7 +86,8 @@ pub extern "system" fn Java_dev_fencelock_Native_clientCapability<'l>(
             | bit(c.fair, FAIR)
             | bit(c.session_bound, SESSION_BOUND)
             | bit(c.rw_lock, RW_LOCK)
-            | bit(c.semaphore, SEMAPHORE))
+            | bit(c.semaphore, SEMAPHORE)
+            | bit(c.election, ELECTION))
     })
 }
 

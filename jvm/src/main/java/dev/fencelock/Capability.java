@@ -9,11 +9,12 @@ package dev.fencelock;
  * @param sessionBound leases are bound to a session (ZooKeeper) rather than to a per-lock TTL
  * @param rwLock the backend has read-write locks ({@link FencelockClient#readWriteLock(String)})
  * @param semaphore the backend has semaphores ({@link FencelockClient#semaphore(String, int)})
+ * @param election the backend has leader elections ({@link FencelockClient#election(String)})
  */
 public record Capability(boolean fencing, boolean nativeWait, boolean fair, boolean sessionBound, boolean rwLock,
-        boolean semaphore) {
+        boolean semaphore, boolean election) {
     static Capability fromBits(int bits) {
         return new Capability((bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0, (bits & 16) != 0,
-                (bits & 32) != 0);
+                (bits & 32) != 0, (bits & 64) != 0);
     }
 }

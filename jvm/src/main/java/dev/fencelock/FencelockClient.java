@@ -181,6 +181,15 @@ public final class FencelockClient implements AutoCloseable {
         return new FencelockSemaphore(this, name, permits);
     }
 
+    /**
+     * The election {@code name} (DESIGN.md §4b): campaigns that return a {@link Leadership} (a lease whose token is
+     * the term), the current leader, and observers of every change. {@code UNSUPPORTED} on first use if the backend
+     * has none.
+     */
+    public FencelockElection election(String name) {
+        return new FencelockElection(this, name);
+    }
+
     /** A hold of {@code hold} on {@code name}, waiting up to {@code options.timeout()}: the engine of every kind. */
     Lease hold(String name, Hold hold, LockOptions options) {
         if (Threads.currentIsVirtual()) {

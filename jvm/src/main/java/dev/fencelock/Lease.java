@@ -7,9 +7,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A held lock. {@link #close()} releases it, for try-with-resources. Any thread may renew or release a lease; the
- * watchdog renews it every ttl/3 unless turned off. The fence token stays readable after release.
+ * watchdog renews it every ttl/3 unless turned off. The fence token stays readable after release. A
+ * {@link Leadership} is the lease of an election's leader.
  */
-public final class Lease implements AutoCloseable {
+public sealed class Lease implements AutoCloseable permits Leadership {
     private final NativeHandle handle;
     private final String name;
     private final long fence;
@@ -201,11 +202,17 @@ public final class Lease implements AutoCloseable {
         }
     }
 
+    /** Whether {@link #release()} (or {@link #close()}) was called. */
+    boolean released() {
+        return released.get();
+    }
+
     private LockException releasedError() {
         return new LockException(ErrorKind.NOT_HELD, "lock " + FencelockClient.quote(name) + ": the lease was released");
     }
 
-    private <T> T call(java.util.function.LongFunction<T> f) {
+    /** Runs {@code f} with the live lease pointer; {@code NOT_HELD} once released. */
+    <T> T call(java.util.function.LongFunction<T> f) {
         return handle.call(this::releasedError, f);
     }
 

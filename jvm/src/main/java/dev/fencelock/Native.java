@@ -89,6 +89,30 @@ final class Native {
     /** Calls {@code c.done(0, 0, reason, null)} once if the lease is lost; never if it is released or freed first. */
     static native void leaseOnLost(long lease, Completion c);
 
+    /**
+     * {@code done(lease handle or 0 if another leads, term)}: a campaign in the election {@code name} with
+     * {@code value}; the leadership is an ordinary lease handle (its fence is the term, releasing it resigns).
+     */
+    static native long campaign(long client, String name, byte[] value, long ttlMs, long timeoutMs, boolean watchdog,
+            String owner, int fair, boolean once, Completion c);
+
+    /** {@code campaign} on the calling platform thread, as {@code lockBlocking}: the lease handle, 0 if busy. */
+    static native long campaignBlocking(long client, String name, byte[] value, long ttlMs, long timeoutMs,
+            boolean watchdog, String owner, int fair, boolean once, boolean interruptible);
+
+    static native long proclaim(long client, String name, long lease, byte[] value, Completion c);
+
+    /** {@code done(1, term, null, value)} for the current leader, {@code done(0, …)} when nobody leads. */
+    static native long leader(long client, String name, Completion c);
+
+    /** A new observer of the election {@code name}; nothing is read until {@code observerNext}. */
+    static native long observerNew(long client, String name);
+
+    /** The observer's next change, laid out as {@code leader}'s. */
+    static native long observerNext(long observer, Completion c);
+
+    static native void observerFree(long observer);
+
     /** Core's answer to whether errors of kind {@code code} may succeed if retried. */
     static native boolean kindRetryable(int code);
 

@@ -16,8 +16,11 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.stream.Stream;
@@ -131,6 +134,7 @@ class ConformanceTest {
             if (cap.sessionBound()) out.add("session_bound");
             if (cap.rwLock()) out.add("rw_lock");
             if (cap.semaphore()) out.add("semaphore");
+            if (cap.election()) out.add("election");
             return out;
         }
     }
@@ -168,6 +172,12 @@ class ConformanceTest {
 
     /** The state of one scenario run. */
     static final class Run {
+        /** An election's name, for the clean check: no leader left. */
+        static final Hold LEADER = new Hold("leader", 0, "election");
+
+        /** An {@code observe} step's subscription and its listener's reports, taken by {@code expect_observed}. */
+        record Watch(LeaderSubscription subscription, BlockingQueue<Object> reports) {}
+
         final String url;
         final String unreachable;
         final String prefix;
@@ -180,6 +190,7 @@ class ConformanceTest {
         private long currentStart = previousStart;
         /** Acquires started with {@code spawn}, awaited by {@code join}. */
         final Map<String, CompletableFuture<Lease>> tasks = new HashMap<>();
+        final Map<String, Watch> watches = new HashMap<>();
 
         Run(String url, String unreachable, String prefix) {
             this.url = url;
@@ -197,14 +208,15 @@ class ConformanceTest {
             }
             String name = prefix + "/" + label;
             String op = step.get("op").getAsString();
-            Hold hold = op.equals("lock") || op.equals("try_lock") ? hold(step) : Hold.MUTEX;
+            Hold hold = op.equals("lock") || op.equals("try_lock") ? hold(step)
+                    : op.equals("expect_leader") || op.equals("observe") ? LEADER : Hold.MUTEX;
             if (!(hold.kind().equals("permit") && hold.permits() == 0)) {
                 names.putIfAbsent(name, hold);
             }
             return name;
         }
 
-        /** The kind of hold a lock step asks for: {@code kind} read, write or permit (of {@code permits}). */
+        /** The kind of hold a lock step asks for: {@code kind} read, write, permit (of {@code permits}) or leader. */
         static Hold hold(JsonObject step) {
             String kind = step.has("kind") ? step.get("kind").getAsString() : "lock";
             return switch (kind) {
@@ -212,13 +224,18 @@ class ConformanceTest {
                 case "read" -> Hold.READ;
                 case "write" -> Hold.WRITE;
                 case "permit" -> Hold.permit(step.get("permits").getAsLong());
+                case "leader" -> LEADER;
                 default -> throw new AssertionError("unknown kind " + kind);
             };
         }
 
-        /** One acquire of the step's kind through the public API; null if a try found it busy. */
-        static Lease acquire(FencelockClient c, String name, Hold hold, LockOptions o, boolean once) {
+        /** One acquire of the step's kind through the public API (a campaign with {@code value}); null if busy. */
+        static Lease acquire(FencelockClient c, String name, Hold hold, LockOptions o, boolean once, byte[] value) {
             return switch (hold.kind()) {
+                case "leader" -> {
+                    FencelockElection election = c.election(name);
+                    yield once ? election.tryCampaign(value, o).orElse(null) : election.campaign(value, o);
+                }
                 case "read" -> once ? c.readWriteLock(name).tryRead(o).orElse(null) : c.readWriteLock(name).read(o);
                 case "write" -> once ? c.readWriteLock(name).tryWrite(o).orElse(null) : c.readWriteLock(name).write(o);
                 case "permit" -> {
@@ -227,6 +244,41 @@ class ConformanceTest {
                 }
                 default -> once ? c.tryLock(name, o).orElse(null) : c.lock(name, o);
             };
+        }
+
+        /** The value a step campaigns or proclaims with: {@code value} (UTF-8), or {@code value_len} bytes 'v'. */
+        static byte[] value(JsonObject step) {
+            if (step.has("value_len")) {
+                byte[] v = new byte[step.get("value_len").getAsInt()];
+                java.util.Arrays.fill(v, (byte) 'v');
+                return v;
+            }
+            return (step.has("value") ? step.get("value").getAsString() : "").getBytes(StandardCharsets.UTF_8);
+        }
+
+        static Leadership leadership(Lease lease) {
+            if (lease instanceof Leadership l) {
+                return l;
+            }
+            throw new StepFailed(lease + " is no leadership");
+        }
+
+        /** A leader read or observed against the step: {@code none}, or {@code value} and {@code term_of}. */
+        void checkLeader(JsonObject step, Optional<LeaderInfo> leader) {
+            if (step.has("none") && step.get("none").getAsBoolean()) {
+                if (leader.isPresent()) {
+                    throw new StepFailed("leader of term " + leader.get().term() + ", expected none");
+                }
+                return;
+            }
+            LeaderInfo l = leader.orElseThrow(() -> new StepFailed("no leader, expected one"));
+            if (step.has("value") && !l.valueString().equals(step.get("value").getAsString())) {
+                throw new StepFailed("leader value \"" + l.valueString() + "\", expected " + step.get("value"));
+            }
+            if (step.has("term_of") && l.term() != lease(step, "term_of").fence()) {
+                throw new StepFailed("leader term " + l.term() + ", expected " + lease(step, "term_of").fence()
+                        + ", the term of " + step.get("term_of"));
+            }
         }
 
         FencelockClient client(JsonObject step) {
@@ -294,7 +346,9 @@ class ConformanceTest {
             }
             Duration within = ms(step, "within_ms");
             Duration elapsed = Duration.ofNanos(System.nanoTime() - started);
-            if (within != null && !op.equals("expect_lost") && elapsed.compareTo(within) > 0) {
+            // expect_lost and expect_observed wait up to the bound themselves.
+            if (within != null && !op.equals("expect_lost") && !op.equals("expect_observed")
+                    && elapsed.compareTo(within) > 0) {
                 throw new StepFailed("took " + elapsed + ", more than " + within);
             }
             if (error == null && !want.isEmpty()) {
@@ -371,12 +425,13 @@ class ConformanceTest {
                     Hold hold = hold(step);
                     boolean once = op.equals("try_lock");
                     LockOptions opts = o;
+                    byte[] value = value(step);
                     if (step.has("spawn")) {
                         tasks.put(step.get("spawn").getAsString(),
-                                CompletableFuture.supplyAsync(() -> acquire(c, name, hold, opts, once)));
+                                CompletableFuture.supplyAsync(() -> acquire(c, name, hold, opts, once, value)));
                         return;
                     }
-                    settle(step, acquire(c, name, hold, opts, once));
+                    settle(step, acquire(c, name, hold, opts, once, value));
                 }
                 case "join" -> {
                     CompletableFuture<Lease> task = tasks.remove(step.get("task").getAsString());
@@ -474,6 +529,44 @@ class ConformanceTest {
                         }
                     }
                 }
+                case "proclaim" -> leadership(lease(step, "lease")).proclaim(value(step));
+                case "resign" -> leadership(lease(step, "lease")).resign();
+                case "expect_leader" -> checkLeader(step, client(step).election(name(step)).leader());
+                case "observe" -> {
+                    BlockingQueue<Object> reports = new LinkedBlockingQueue<>();
+                    LeaderSubscription s = client(step).election(name(step)).observe(new LeaderListener() {
+                        @Override
+                        public void onChange(Optional<LeaderInfo> leader) {
+                            reports.add(leader);
+                        }
+
+                        @Override
+                        public void onError(LockException error) {
+                            reports.add(error);
+                        }
+                    });
+                    watches.put(step.get("as").getAsString(), new Watch(s, reports));
+                }
+                case "expect_observed" -> {
+                    Watch w = watches.get(step.get("observer").getAsString());
+                    long bound = step.has("within_ms") ? step.get("within_ms").getAsLong() : 10_000;
+                    Object report;
+                    try {
+                        report = w.reports().poll(bound, TimeUnit.MILLISECONDS);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        throw new StepFailed("interrupted");
+                    }
+                    if (report == null) {
+                        throw new StepFailed("no change observed within " + bound + " ms");
+                    }
+                    if (report instanceof LockException e) {
+                        throw new StepFailed("observe failed: " + e);
+                    }
+                    @SuppressWarnings("unchecked")
+                    Optional<LeaderInfo> leader = (Optional<LeaderInfo>) report;
+                    checkLeader(step, leader);
+                }
                 default -> throw new AssertionError("unknown op " + op);
             }
         }
@@ -528,7 +621,10 @@ class ConformanceTest {
             }
         }
 
-        /** Per kind: a mutex is free, a read-write lock gives its write lock, a semaphore has every permit. */
+        /**
+         * Per kind: a mutex is free, a read-write lock gives its write lock, a semaphore has every permit, an election
+         * has no leader.
+         */
         private static void checkFree(FencelockClient checker, String name, Hold hold) {
             switch (hold.kind()) {
                 case "read", "write" -> {
@@ -538,6 +634,19 @@ class ConformanceTest {
                             throw new StepFailed("read-write lock " + name + " left held");
                         }
                         w.release();
+                    } catch (LockException e) {
+                        if (e.kind() != ErrorKind.UNSUPPORTED) {
+                            throw e;
+                        }
+                    }
+                }
+                case "leader" -> {
+                    try {
+                        Optional<LeaderInfo> leader = checker.election(name).leader();
+                        if (leader.isPresent()) {
+                            throw new StepFailed("election " + name + " left a leader of term "
+                                    + leader.get().term());
+                        }
                     } catch (LockException e) {
                         if (e.kind() != ErrorKind.UNSUPPORTED) {
                             throw e;
@@ -566,6 +675,7 @@ class ConformanceTest {
         }
 
         void close() {
+            watches.values().forEach(w -> w.subscription().close());
             for (FencelockClient c : clients.values()) {
                 c.close();
             }
