@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The faults stage: the Jepsen-style safety suite (tests/faults/README.md). One `ci` run per backend and one `canary`
 # run, each in a private network namespace of its own with its own servers; fails if any run fails an assertion. Then
-# the rwlock and semaphore workloads in ci on Redis, etcd, ZooKeeper and PostgreSQL (FENCELOCK_FAULTS_WORKLOAD_BACKENDS).
+# the rwlock, semaphore and election workloads in ci on Redis, etcd, ZooKeeper and PostgreSQL
+# (FENCELOCK_FAULTS_WORKLOAD_BACKENDS).
 #
 #   tests/faults/run.sh                    every backend, a random seed (printed; FENCELOCK_FAULTS_SEED=N to repeat)
 #   FENCELOCK_FAULTS_BACKENDS="redis zk" tests/faults/run.sh
@@ -21,7 +22,7 @@ readonly BACKENDS=${FENCELOCK_FAULTS_BACKENDS:-redis redis-sentinel redlock etcd
 readonly LANGS=${FENCELOCK_FAULTS_LANGS:-rust,python,node}
 readonly NO_GO=${FENCELOCK_FAULTS_NO_GO:-0}
 readonly SEED=${FENCELOCK_FAULTS_SEED:-$((RANDOM * 32768 + RANDOM))}
-# The read-write lock and semaphore workloads (ci, no Go worker: etcd's lock API has neither). A backend whose
+# The read-write lock, semaphore and election workloads (ci, no Go worker: etcd's lock API has none). A backend whose
 # capability() lacks the primitive is skipped by locktest with its reason.
 readonly WORKLOAD_BACKENDS=${FENCELOCK_FAULTS_WORKLOAD_BACKENDS:-redis etcd zk postgres}
 
@@ -87,7 +88,7 @@ main() {
     done
     local w
     for b in $WORKLOAD_BACKENDS; do
-        for w in rwlock semaphore; do
+        for w in rwlock semaphore election; do
             t0=$SECONDS
             if ! "$LOCKTEST" run --backend "$b" --profile ci --seed "$SEED" --workload "$w" --langs "$LANGS" --no-go; then
                 failed+=("$b $w ci")

@@ -86,19 +86,21 @@ for (;;) {
 const ttlMs = Number(args['ttl-ms']);
 const opts = { ttlMs, timeoutMs: 3 * ttlMs, owner: `${args.client}-main` };
 const code = (e) => e.code ?? e.name;
-if (!['mutex', 'rwlock', 'semaphore'].includes(args.workload)) throw new Error(`worker.mjs: unknown workload ${args.workload}`);
+if (!['mutex', 'rwlock', 'semaphore', 'election'].includes(args.workload)) throw new Error(`worker.mjs: unknown workload ${args.workload}`);
 const rw = client.rwLock(args.name);
 const sem = client.semaphore(args.name, Number(args.permits));
+const election = client.election(args.name);
 let n = 0;
 while (!stop) {
   // The rw workload: 60 % reads. The mutex's events carry no hold kind.
-  const hold = args.workload === 'rwlock' ? (random() < 0.6 ? 'read' : 'write') : args.workload === 'semaphore' ? 'permit' : undefined;
+  const hold = args.workload === 'rwlock' ? (random() < 0.6 ? 'read' : 'write') : { semaphore: 'permit', election: 'leader' }[args.workload];
   emit('invoke', 'acquire', undefined, undefined, undefined, hold);
   let lease;
   try {
     if (hold === 'read') lease = await rw.read(opts);
     else if (hold === 'write') lease = await rw.write(opts);
     else if (hold === 'permit') lease = await sem.acquire(opts);
+    else if (hold === 'leader') lease = await election.campaign(args.client, opts);
     else lease = await client.lock(args.name, opts);
   } catch (e) {
     emit(code(e) === 'TIMEOUT' ? 'fail' : 'info', 'acquire', undefined, undefined, code(e));
@@ -164,6 +166,7 @@ async function criticalSection(lease, session, hold) {
   const writes = random() < 0.3 ? 2 : 1;
   for (let i = 0; i < writes; i++) {
     if (lease.signal.aborted) return; // a careful user; a pause right after this check is what fencing is for
+    if (hold === 'leader' && !(await termWrite(token, session))) return; // the SDK's register knows a newer term
     [ok, values] = await referee.call({ ...base, op: 'write', values: values.map((v) => v + 1) });
     if (!ok[0]) return;
     if (i === 0) {
@@ -177,4 +180,17 @@ async function criticalSection(lease, session, hold) {
       if (writes > 1) await sleep(ttlMs * uniform(0, 0.3));
     }
   }
+}
+
+// A leader's write of its term to the SDK's own Fence register (`<key>.term`): whether it was accepted.
+async function termWrite(token, session) {
+  emit('invoke', 'fence-write', session, token);
+  try {
+    await client.fence(`${args.key}.term`).write(token, Buffer.from(session));
+  } catch (e) {
+    emit(code(e) === 'FENCED' ? 'fail' : 'info', 'fence-write', session, token, code(e));
+    return false;
+  }
+  emit('ok', 'fence-write', session, token);
+  return true;
 }
