@@ -105,6 +105,14 @@ suite() { # suite LABEL BACKEND-URL
         bash -c '[[ $1 == 0 ]] && [[ $(grep -c "^UNLOCKED" <<<"$2") == 3 ]] &&
             sed -nE "s/.* rev=([0-9]+)$/\1/p" <<<"$2" | sort -nc' _ "$rc" "$out"
 
+    # etcd's v3electionpb client: campaign, leader, proclaim, observe, a rival excluded, resign.
+    rc=0
+    out=$("$WORK/goclient" -endpoint "$ADDR" -name "$name-election" -ttl "$TTL" -mode elect -value "go-$label" 2>&1) ||
+        rc=$?
+    check "$label: the Go v3election client campaigns, proclaims, observes, excludes a rival and resigns" \
+        bash -c '[[ $1 == 0 ]] && for l in LEADER PROCLAIMED OBSERVED EXCLUDED RESIGNED "NO LEADER"; do
+            grep -q "^$l" <<<"$2" || exit 1; done' _ "$rc" "$out"
+
     # The Go client holds: the SDK is excluded.
     go_hold "$name" "$WORK/$label-go1.out"
     local go_rev sdk_rc=0

@@ -6,6 +6,7 @@
 //	goclient ... -mode worker -iterations 100 -hold 10ms                       lock/unlock in a loop
 //	goclient -mode faults-worker -endpoint A -referee A -client c6 -ttl-ms 2000 -seed N   tests/faults's worker protocol
 //	goclient ... -mode foreign -victim KEY     every use of the lease of another client's lock key must be refused
+//	goclient ... -mode elect -value V          v3electionpb: campaign, leader, proclaim, observe, exclusion, resign
 //
 // -tls-ca FILE (with -tls-cert FILE -tls-key FILE for mutual TLS) connects over TLS, through clientv3's Config.TLS;
 // -user NAME with $FENCELOCK_GO_PASSWORD authenticates with etcd's Auth (clientv3's Config.Username and Password).
@@ -45,6 +46,7 @@ func main() {
 	unlockTimeout := flag.Duration("unlock-timeout", envDuration("FENCELOCK_GO_UNLOCK_TIMEOUT"),
 		"faults-worker: client deadline of Unlock (0 = none; default $FENCELOCK_GO_UNLOCK_TIMEOUT)")
 	victim := flag.String("victim", "", "foreign mode: another client's lock key (NAME/<lease id in hex>)")
+	value := flag.String("value", "goclient", "elect mode: the value to campaign with")
 	tlsCA := flag.String("tls-ca", "", "connect over TLS, trusting this PEM CA")
 	tlsCert := flag.String("tls-cert", "", "mutual TLS: this PEM client certificate (with -tls-key)")
 	tlsKey := flag.String("tls-key", "", "mutual TLS: the PEM key of -tls-cert")
@@ -94,6 +96,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "goclient: keep-alive stream ended")
 	}()
 
+	if *mode == "elect" {
+		runElect(ctx, cli, *name, lease.ID, *ttl, *value)
+		if _, err := cli.Revoke(ctx, lease.ID); err != nil {
+			fail("lease revoke: %v", err)
+		}
+		return
+	}
 	locks := v3lockpb.NewLockClient(cli.ActiveConnection())
 	n := 1
 	if *mode == "worker" {
