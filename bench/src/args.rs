@@ -1,5 +1,6 @@
 //! Command line: `[--backend sqlite|memory|redis|etcd|zk|postgres|mysql|redlock|all] [--seconds N] [--redis URL]
-//! [--etcd URL] [--zk URL] [--postgres URL] [--redlock URL] [--mysql URL]`, hand-parsed to keep the benchmark's dependencies to
+//! [--etcd URL] [--zk URL] [--postgres URL] [--redlock URL] [--mysql URL] [--failover [--kills N]
+//! [--failover-ttl-ms T]]`, hand-parsed to keep the benchmark's dependencies to
 //! the crates it measures.
 
 use std::time::Duration;
@@ -40,25 +41,35 @@ pub struct Args {
     pub phase: Duration,
     /// Server URLs by backend, in the order of `SERVERS`; `None` when neither the flag nor the environment gives one.
     urls: [Option<String>; SERVERS.len()],
+    /// `--failover`: figure 6 only, with these settings.
+    pub failover: Option<crate::failover::Settings>,
 }
 
 const USAGE: &str =
     "usage: fencelock-bench [--backend sqlite|memory|redis|etcd|zk|postgres|mysql|redlock|all|fencelockd] [--seconds N]
                        [--redis URL] [--etcd URL] [--zk URL] [--postgres URL] [--redlock URL] [--mysql URL]
+                       [--failover [--kills N] [--failover-ttl-ms T]]
   each server URL defaults to FENCELOCK_TEST_<BACKEND> (REDIS, ETCD, ZK, POSTGRES, REDLOCK, MYSQL), else to FENCELOCK_URL
   when it has that backend's scheme; `all` skips a server backend that has no URL;
-  `fencelockd` runs figure 4 (lock+unlock through fencelockd vs the SDK) on SQLite and each server with a URL";
+  `fencelockd` runs figure 4 (lock+unlock through fencelockd vs the SDK) on SQLite and each server with a URL;
+  `--failover` runs figure 6 only: SIGKILL of a leader process to the standby's new leadership, N kills (default 10)
+  at TTL T ms (default 2000), next to etcd's Election on etcd and Curator's LeaderLatch on ZooKeeper";
 
 impl Args {
     pub fn parse() -> BoxResult<Args> {
         let mut which = Which::All;
         let mut secs = 3.0_f64;
         let mut urls: [Option<String>; SERVERS.len()] = Default::default();
+        let (mut failover, mut kills, mut ttl_ms) = (false, 10_usize, 2000_u64);
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             if flag == "-h" || flag == "--help" {
                 println!("{USAGE}");
                 std::process::exit(0);
+            }
+            if flag == "--failover" {
+                failover = true;
+                continue;
             }
             let value = it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
             if let Some(i) = SERVERS.iter().position(|(_, name, _, _)| flag.strip_prefix("--") == Some(name)) {
@@ -90,6 +101,18 @@ impl Args {
                         return Err(format!("--seconds {value}: expected more than 0 and at most 3600").into());
                     }
                 }
+                "--kills" => {
+                    kills = value
+                        .parse()
+                        .ok()
+                        .filter(|k| (1..=1000).contains(k))
+                        .ok_or_else(|| format!("--kills {value:?}: expected a whole number from 1 to 1000"))?;
+                }
+                "--failover-ttl-ms" => {
+                    ttl_ms = value.parse().ok().filter(|t| (100..=600_000).contains(t)).ok_or_else(|| {
+                        format!("--failover-ttl-ms {value:?}: expected milliseconds from 100 to 600000")
+                    })?;
+                }
                 other => return Err(format!("unknown argument {other:?}\n{USAGE}").into()),
             }
         }
@@ -98,7 +121,8 @@ impl Args {
                 *url = env_url(var, schemes).or_else(|| env_url("FENCELOCK_URL", schemes));
             }
         }
-        Ok(Args { which, phase: Duration::from_secs_f64(secs), urls })
+        let failover = failover.then(|| crate::failover::Settings { kills, ttl: Duration::from_millis(ttl_ms) });
+        Ok(Args { which, phase: Duration::from_secs_f64(secs), urls, failover })
     }
 
     pub fn wants(&self, w: Which) -> bool {

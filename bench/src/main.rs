@@ -5,6 +5,7 @@
 mod args;
 mod baseline;
 mod daemon;
+mod failover;
 mod handoff;
 mod latency_proxy;
 mod many;
@@ -91,8 +92,48 @@ fn scratch_dir() -> BoxResult<PathBuf> {
     Ok(dir)
 }
 
+/// Figure 6 on every backend asked for that can run it.
+async fn failover_main(args: &Args, s: failover::Settings) -> BoxResult<()> {
+    if matches!(args.which, Which::Memory | Which::Fencelockd) {
+        return Err("--failover: memory:// lives in one process, and fencelockd has no election: \
+                    pick a server backend, sqlite or all"
+            .into());
+    }
+    let mut outcomes = Vec::new();
+    if args.wants(Which::Sqlite) {
+        let dir = scratch_dir()?;
+        let url = format!("sqlite:{}", dir.join("failover.db").display());
+        let result = failover::run("sqlite", &url, s).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        let (table, outcome) = result?;
+        println!("{}", table.render());
+        outcomes.push(outcome);
+    }
+    for (which, name, var, _) in SERVERS {
+        if !args.wants(which) {
+            continue;
+        }
+        let Some(url) = args.url(which) else {
+            if args.which == which {
+                return Err(format!("no {name} URL: pass --{name} URL or set {var}").into());
+            }
+            println!("=== {name} skipped: no --{name} URL and {var} is unset ===\n");
+            continue;
+        };
+        let (table, outcome) = failover::run(name, url, s).await?;
+        println!("{}", table.render());
+        outcomes.push(outcome);
+    }
+    println!("{}", failover::summary(&outcomes, s));
+    Ok(())
+}
+
 async fn main_inner(args: Args) -> BoxResult<usize> {
     let mut misses = 0;
+    if let Some(s) = args.failover {
+        failover_main(&args, s).await?;
+        return Ok(misses);
+    }
     if args.which == Which::Fencelockd {
         let dir = scratch_dir()?;
         let sqlite = format!("sqlite:{}", dir.join("fencelockd.db").display());
@@ -181,6 +222,13 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
 #[tokio::main]
 async fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some(failover::CHILD_FLAG) {
+        if let Err(e) = failover::child_main(&argv[1..]).await {
+            eprintln!("fencelock-bench {}: {e}", failover::CHILD_FLAG);
+            std::process::exit(1);
+        }
+        return;
+    }
     if argv.first().map(String::as_str) == Some(many::CHILD_FLAG) {
         if let Err(e) = many::child_main(&argv[1..]).await {
             eprintln!("fencelock-bench {}: {e}", many::CHILD_FLAG);

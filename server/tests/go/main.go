@@ -6,6 +6,8 @@
 //	goclient ... -mode worker -iterations 100 -hold 10ms                       lock/unlock in a loop
 //	goclient -mode faults-worker -endpoint A -referee A -client c6 -ttl-ms 2000 -seed N   tests/faults's worker protocol
 //	goclient ... -mode foreign -victim KEY     every use of the lease of another client's lock key must be refused
+//	goclient -mode election-failover -endpoint A[,B…] -name N -ttl-ms 2000 -kills 10   fencelock-bench's figure 6
+//	         baseline: concurrency.Election leaders (-mode election-failover-child) SIGKILLed, standby timed
 //	goclient ... -mode elect -value V          v3electionpb: campaign, leader, proclaim, observe, exclusion, resign
 //
 // -tls-ca FILE (with -tls-cert FILE -tls-key FILE for mutual TLS) connects over TLS, through clientv3's Config.TLS;
@@ -21,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -40,7 +43,10 @@ func main() {
 	iterations := flag.Int("iterations", 1, "worker mode: lock/unlock cycles")
 	referee := flag.String("referee", "", "faults-worker: the safety suite's referee HOST:PORT")
 	client := flag.String("client", "", "faults-worker: the client slot (c1…)")
-	ttlMs := flag.Int64("ttl-ms", 2000, "faults-worker: the suite's TTL in ms (the lease gets it in whole seconds)")
+	ttlMs := flag.Int64("ttl-ms", 2000,
+		"faults-worker, election-failover: the TTL in ms (the lease gets it in whole seconds, rounded up)")
+	kills := flag.Int("kills", 10, "election-failover: leaders killed")
+	holdSpread := flag.Int64("hold-spread-ms", 0, "election-failover: kills held back by steps over this span")
 	seed := flag.Int64("seed", 0, "faults-worker: random seed")
 	key := flag.String("key", "register", "faults-worker: the referee's key")
 	unlockTimeout := flag.Duration("unlock-timeout", envDuration("FENCELOCK_GO_UNLOCK_TIMEOUT"),
@@ -62,6 +68,20 @@ func main() {
 		}
 		runFaultsWorker(workerConfig{endpoint: *endpoint, referee: *referee, client: *client, name: *name, key: *key,
 			ttl: time.Duration(*ttlMs) * time.Millisecond, unlockTimeout: *unlockTimeout, seed: *seed})
+		return
+	}
+	if *mode == "election-failover" || *mode == "election-failover-child" {
+		if *name == "" || *kills < 1 {
+			fail("%s needs -name and -kills ≥ 1", *mode)
+		}
+		c := failoverConfig{endpoints: strings.Split(*endpoint, ","), name: *name,
+			ttl: time.Duration(*ttlMs) * time.Millisecond, kills: *kills,
+			spread: time.Duration(*holdSpread) * time.Millisecond}
+		if *mode == "election-failover" {
+			runElectionFailover(c)
+		} else {
+			runElectionChild(c)
+		}
 		return
 	}
 	if *name == "" && *mode != "foreign" {
