@@ -37,9 +37,7 @@ function checkMs(what, v, { infinite = false } = {}) {
 
 /** `{ ttlMs, timeoutMs, watchdog, owner, fair }` checked and copied for the addon; `signal` is returned apart. */
 function lockOptions(options) {
-  if (options === undefined || options === null) return { opts: {}, signal: undefined };
-  if (typeof options !== 'object') throw invalid(`options must be an object, got ${describe(options)}`);
-  const { ttlMs, timeoutMs, watchdog, owner, fair, signal } = options;
+  const { ttlMs, timeoutMs, watchdog, owner, fair, signal } = optionsObject(options);
   const opts = {};
   if (checkMs('ttlMs', ttlMs) !== undefined) opts.ttlMs = ttlMs;
   if (checkMs('timeoutMs', timeoutMs, { infinite: true }) !== undefined) opts.timeoutMs = timeoutMs;
@@ -55,10 +53,21 @@ function lockOptions(options) {
     if (typeof fair !== 'boolean') throw invalid(`fair must be a boolean, got ${describe(fair)}`);
     opts.fair = fair;
   }
-  if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
-    throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`);
-  }
-  return { opts, signal: signal ?? undefined };
+  return { opts, signal: checkSignal(signal) };
+}
+
+/** `options` as an object to read fields of: `{}` when absent. */
+function optionsObject(options) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== 'object') throw invalid(`options must be an object, got ${describe(options)}`);
+  return options;
+}
+
+/** An options object's `signal`: an AbortSignal, or undefined when absent. */
+function checkSignal(signal) {
+  if (signal === undefined || signal === null) return undefined;
+  if (!(signal instanceof AbortSignal)) throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`);
+  return signal;
 }
 
 function cancelled(name, signal) {
@@ -467,13 +476,7 @@ class Election {
    * `next()` and ends the iteration.
    */
   observe(options) {
-    if (options !== undefined && options !== null && typeof options !== 'object') {
-      throw invalid(`options must be an object, got ${describe(options)}`);
-    }
-    const signal = options?.signal ?? undefined;
-    if (signal !== undefined && !(signal instanceof AbortSignal)) {
-      throw invalid(`signal must be an AbortSignal, got ${describe(signal)}`);
-    }
+    const signal = checkSignal(optionsObject(options).signal);
     checkName('name', this.#name);
     return new Observation(this.#n.observe(this.#name), this.#name, signal);
   }

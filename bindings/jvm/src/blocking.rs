@@ -4,7 +4,7 @@
 //! cancel-safe core future). Virtual threads take the task path instead: blocking them in native code would pin
 //! their carrier.
 
-use fencelock::Client;
+use fencelock::{Client, Lease};
 use jni::objects::{JByteArray, JClass, JString};
 use jni::sys::{jboolean, jint, jlong};
 use jni::{Env, EnvUnowned, jni_sig, jni_str};
@@ -47,6 +47,22 @@ fn wait<F: Future<Output = fencelock::Result<T>>, T>(
     Ok(result?)
 }
 
+/// Waits for the acquire or campaign `fut` of `name` here: the lease handle, or 0 when it found the name taken. An
+/// error names the lock and the backend.
+fn acquire_here<F: Future<Output = fencelock::Result<Option<Lease>>>>(
+    env: &mut Env<'_>,
+    interruptible: bool,
+    client: &Client,
+    name: &str,
+    fut: F,
+) -> Result<jlong, Fail> {
+    let lease = wait(env, interruptible, fut).map_err(|f| match f {
+        Fail::Lock(e) => Fail::Lock(e.with_lock(name).with_backend(client.url())),
+        jni => jni,
+    })?;
+    Ok(lease.map_or(0, |l| into_handle(JLease::new(l))))
+}
+
 /// `lock`/`tryLock` of a hold of `kind` (see `Native_lock`) on the calling thread: the lease handle, or 0 when
 /// `once` found it busy.
 #[unsafe(no_mangle)]
@@ -70,13 +86,7 @@ pub extern "system" fn Java_dev_fencelock_Native_lockBlocking<'l>(
         let name = string(env, &name, "the lock name")?;
         let kind = fencelock_bridge::hold_kind(&name, &string(env, &kind, "the kind of hold")?, permits)?;
         let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?, fair);
-        let lease = wait(env, interruptible, fencelock_bridge::hold(&client, &name, kind, &opts, once)).map_err(
-            |f| match f {
-                Fail::Lock(e) => Fail::Lock(e.with_lock(&*name).with_backend(client.url())),
-                jni => jni,
-            },
-        )?;
-        Ok(lease.map_or(0, |l| into_handle(JLease::new(l))))
+        acquire_here(env, interruptible, &client, &name, fencelock_bridge::hold(&client, &name, kind, &opts, once))
     })
 }
 
@@ -103,11 +113,7 @@ pub extern "system" fn Java_dev_fencelock_Native_campaignBlocking<'l>(
         let value = crate::election::value(env, &value)?;
         let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?, fair);
         let campaign = fencelock_bridge::campaign(&client, &name, &value, &opts, once);
-        let lease = wait(env, interruptible, campaign).map_err(|f| match f {
-            Fail::Lock(e) => Fail::Lock(e.with_lock(&*name).with_backend(client.url())),
-            jni => jni,
-        })?;
-        Ok(lease.map_or(0, |l| into_handle(JLease::new(l))))
+        acquire_here(env, interruptible, &client, &name, campaign)
     })
 }
 

@@ -11,6 +11,8 @@ use jni::objects::{Global, JObject};
 use jni::sys::{JNI_OK, JavaVMAttachArgs, jint, jlong};
 use jni::{Env, JValue, JavaVM, jni_sig, jni_str};
 
+use crate::lease::JLease;
+
 /// What a successful operation hands back, one variant per kind of result. It crosses to Java as the four
 /// arguments of `Completion.done(long a, long b, String text, byte[] data)`; [`Value::wire`] is the one place that
 /// lays each variant out (and `Native.java` documents the same layout per method).
@@ -36,6 +38,16 @@ pub(crate) enum Value {
     Lost { reason: String },
     /// `leader`/`observerNext`: the leader, or `None` when nobody leads.
     Leader(Option<fencelock::Leader>),
+}
+
+impl Value {
+    /// What an acquire or campaign completes with: its lease as a new handle, or `Busy` when `once` found it taken.
+    pub(crate) fn acquired(lease: Option<fencelock::Lease>) -> Value {
+        match lease {
+            Some(lease) => Value::Lease { fence: lease.fence(), handle: crate::handle::into_handle(JLease::new(lease)) },
+            None => Value::Busy,
+        }
+    }
 }
 
 /// `Completion.done`'s arguments.

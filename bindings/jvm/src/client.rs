@@ -9,7 +9,6 @@ use jni::sys::{jboolean, jint, jlong};
 use crate::callback::Value;
 use crate::error::shim;
 use crate::handle::{borrow, free, getter, into_handle};
-use crate::lease::JLease;
 use crate::options::{client_options, lock_options, metrics_names, opt_string, string};
 use crate::task::start;
 
@@ -117,10 +116,7 @@ pub extern "system" fn Java_dev_fencelock_Native_lock<'l>(
         let kind = fencelock_bridge::hold_kind(&name, &string(env, &kind, "the kind of hold")?, permits)?;
         let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?, fair);
         start(env, &completion, async move {
-            Ok(match fencelock_bridge::hold(&client, &name, kind, &opts, once).await? {
-                Some(lease) => Value::Lease { fence: lease.fence(), handle: into_handle(JLease::new(lease)) },
-                None => Value::Busy,
-            })
+            Ok(Value::acquired(fencelock_bridge::hold(&client, &name, kind, &opts, once).await?))
         })
     })
 }

@@ -53,10 +53,7 @@ pub extern "system" fn Java_dev_fencelock_Native_campaign<'l>(
         let value = value(env, &value_bytes)?;
         let opts = lock_options(ttl_ms, timeout_ms, watchdog, opt_string(env, &owner)?, fair);
         start(env, &completion, async move {
-            Ok(match fencelock_bridge::campaign(&client, &name, &value, &opts, once).await? {
-                Some(lease) => Value::Lease { fence: lease.fence(), handle: into_handle(JLease::new(lease)) },
-                None => Value::Busy,
-            })
+            Ok(Value::acquired(fencelock_bridge::campaign(&client, &name, &value, &opts, once).await?))
         })
     })
 }

@@ -8,10 +8,7 @@ import java.time.Duration;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -21,23 +18,8 @@ import org.junit.jupiter.api.Timeout;
  * id as the leader's value.
  */
 @Timeout(90)
-class CuratorElectionInteropTest {
+class CuratorElectionInteropTest extends Curators {
     private static final LockOptions SHORT = LockOptions.defaults().withTtl(Duration.ofSeconds(30));
-
-    private static CuratorFramework curator;
-    private static FencelockClient fencelock;
-
-    @BeforeAll
-    static void connect() throws InterruptedException {
-        String url = Services.zk();
-        curator = Curators.connect(url);
-        fencelock = FencelockClient.connect(url);
-    }
-
-    @AfterAll
-    static void close() {
-        Curators.close(curator, fencelock);
-    }
 
     @Test
     void aCuratorLeaderKeepsOursOutAndItsCloseLetsOursLead() throws Exception {

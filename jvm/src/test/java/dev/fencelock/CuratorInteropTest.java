@@ -16,8 +16,6 @@ import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.retry.RetryOneTime;
 import org.apache.zookeeper.KeeperException;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -29,23 +27,8 @@ import org.junit.jupiter.api.Timeout;
  * Curator without them is refused.
  */
 @Timeout(60)
-class CuratorInteropTest {
+class CuratorInteropTest extends Curators {
     private static final long WAKE_BOUND_MS = 2_000;
-
-    private static CuratorFramework curator;
-    private static FencelockClient fencelock;
-
-    @BeforeAll
-    static void connect() throws InterruptedException {
-        String url = Services.zk();
-        curator = Curators.connect(url);
-        fencelock = FencelockClient.connect(url);
-    }
-
-    @AfterAll
-    static void close() {
-        Curators.close(curator, fencelock);
-    }
 
     /** Waits (bounded) until the lock path has {@code n} contender nodes. */
     private static void awaitContenders(String path, int n) throws InterruptedException {

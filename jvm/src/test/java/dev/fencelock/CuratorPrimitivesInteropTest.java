@@ -12,13 +12,10 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -28,23 +25,8 @@ import org.junit.jupiter.api.Timeout;
  * leases both sides hold together never exceed N (each side's waiter is woken by the other's release).
  */
 @Timeout(90)
-class CuratorPrimitivesInteropTest {
+class CuratorPrimitivesInteropTest extends Curators {
     private static final LockOptions SHORT = LockOptions.defaults().withTtl(Duration.ofSeconds(30));
-
-    private static CuratorFramework curator;
-    private static FencelockClient fencelock;
-
-    @BeforeAll
-    static void connect() throws InterruptedException {
-        String url = Services.zk();
-        curator = Curators.connect(url);
-        fencelock = FencelockClient.connect(url);
-    }
-
-    @AfterAll
-    static void close() {
-        Curators.close(curator, fencelock);
-    }
 
     /** Runs {@code body} on a thread of its own (Curator's locks belong to their thread) and waits for it. */
     private static <T> T onThread(Callable<T> body) throws Exception {
