@@ -98,7 +98,9 @@ examples=(sqlite:"$ROOT/target/jvm-example.db")
 if [[ -n ${FENCELOCK_TEST_REDIS:-} ]]; then examples+=("$FENCELOCK_TEST_REDIS"); fi
 mvn_quiet -f "$ROOT/examples/java" compile
 for url in "${examples[@]}"; do
-    mvn_quiet -f "$ROOT/examples/java" exec:exec -Dexample.url="$url"
+    for main in example.Locks example.Election; do
+        mvn_quiet -f "$ROOT/examples/java" exec:exec -Dexample.url="$url" -Dexample.main="$main"
+    done
 done
 rm -f "$ROOT/target/jvm-example.db"
 echo "jvm: all passed"
