@@ -701,3 +701,49 @@ async fn a_renewal_after_the_server_restarted_empty_says_lost() {
     assert_eq!(err.kind(), ErrorKind::LockLost, "{err}");
     assert!(lease.is_lost(), "the lease knows it is lost");
 }
+
+/// A register fails closed across a restart without persistence: the write of the newer grant is lost with the
+/// data, and the paused older holder's write is refused all the same, since its token is below the restarted
+/// server's start floor. Without the floor the empty register takes it. A grant made after the restart writes.
+#[tokio::test]
+async fn a_register_refuses_tokens_from_before_a_restart_that_lost_it() {
+    if !support::own_redis::installed() {
+        return;
+    }
+    let port = support::own_redis::free_port();
+    let mut server = support::own_redis::spawn(port).await;
+    let url = format!("redis://127.0.0.1:{port}");
+    let client = Client::connect(&url).await.unwrap();
+    let opts = LockOptions::default().watchdog(false);
+    let older = client.lock("reg", &opts).await.unwrap().fence();
+    // The older holder is deposed (its record deleted, as an expiry would), and the newer one writes.
+    let mut raw = redis::Client::open(url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let _: () = raw.del("reg").await.unwrap();
+    let newer = client.lock("reg", &opts).await.unwrap().fence();
+    let register = client.fence("reg-register");
+    register.write(newer, b"newer").await.unwrap();
+    let err = register.write(older, b"stale").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+
+    support::own_redis::past_first_second(port).await;
+    server.kill().await.unwrap();
+    let _server = support::own_redis::spawn(port).await;
+    for (token, who) in [(older, "the deposed holder"), (newer, "the holder whose record the restart lost")] {
+        // The first call after the restart may find the old connection dead (and remake it): a few tries.
+        let mut tries = 0;
+        let err = loop {
+            tries += 1;
+            match register.write(token, b"after the restart").await {
+                Err(e) if e.kind() == ErrorKind::Unavailable && tries < 5 => continue,
+                other => break other.expect_err(&format!("{who}'s token {token} was accepted")),
+            }
+        };
+        assert_eq!(err.kind(), ErrorKind::Fenced, "{who}: {err}");
+        assert!(err.message().contains("registers refuse tokens from before a loss of data"), "{err}");
+    }
+    let after = client.lock("reg", &opts).await.unwrap();
+    assert!(after.fence() > newer, "{} <= {newer}", after.fence());
+    register.write(after.fence(), b"after").await.unwrap();
+    assert_eq!(register.read().await.unwrap(), (after.fence(), b"after".to_vec()));
+    after.release().await.unwrap();
+}

@@ -273,12 +273,20 @@ async fn fence_registers_work_on_any_master() {
     let resources = cluster.names_on_every_master("rc-fence").await;
     let client = Client::connect(&cluster.url).await.unwrap();
     for r in &resources {
+        // A token granted on the register's own master; one made up and small is below the master's start floor.
+        let token = client.lock(r, &LockOptions::default()).await.unwrap();
+        let t = token.fence();
+        token.release().await.unwrap();
         let fence = client.fence(r);
-        fence.write(7, b"seven").await.unwrap();
-        assert_eq!(fence.write(6, b"six").await.unwrap_err().kind(), ErrorKind::Fenced);
-        assert_eq!(fence.read().await.unwrap(), (7, b"seven".to_vec()));
+        assert_eq!(fence.write(7, b"seven").await.unwrap_err().kind(), ErrorKind::Fenced);
+        fence.write(t, b"granted").await.unwrap();
+        assert_eq!(fence.write(t - 1, b"older").await.unwrap_err().kind(), ErrorKind::Fenced);
+        assert_eq!(fence.read().await.unwrap(), (t, b"granted".to_vec()));
     }
-    let registers: Vec<String> = resources.iter().map(|r| format!("fencelock_fence:{{{r}}}")).collect();
+    let registers: Vec<String> = resources
+        .iter()
+        .flat_map(|r| [format!("fencelock_fence:{{{r}}}"), format!("redisson_lock_token:{{{r}}}")])
+        .collect();
     cluster.clean_up("rc-fence", &registers).await;
 }
 

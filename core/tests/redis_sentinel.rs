@@ -220,7 +220,7 @@ async fn wait_replicas_on_a_server_without_replicas_refuses_the_grant() {
     assert!(err.message().contains("only 0 of 1 replicas confirmed"), "{err}");
     let plain = Client::connect(&url).await.unwrap();
     assert!(plain.inspect(&name).await.unwrap().holder.is_none(), "an unconfirmed grant was left behind");
-    let err = client.fence(&name).write(1, b"x").await.unwrap_err();
+    let err = client.fence(&name).write(1 << 60, b"x").await.unwrap_err();
     assert!(err.message().contains("reached the master only"), "{err}");
 }
 

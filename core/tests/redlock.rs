@@ -669,6 +669,9 @@ async fn a_slow_instance_gathers_no_backlog_of_votes() {
 async fn tokens_rise_across_restarts_without_persistence() {
     let Some(mut instances) = Instances::start(3).await else { return };
     let url = instances.url();
+    for &port in &instances.ports {
+        own_redis::past_first_second(port).await;
+    }
     let t1 = grant(&Client::connect(&url).await.unwrap(), "t").await;
 
     // Instance 0 loses its data and re-seeds its counter from its clock: its token is now the largest. Instance 2
@@ -681,7 +684,8 @@ async fn tokens_rise_across_restarts_without_persistence() {
     assert!(t2 > t1 + 1, "the re-seeded instance should give the maximum: {t1} then {t2}");
 
     // Instance 0 dies again: instance 1 only knows t2 because the grant raised its counter to it (instance 2 is
-    // still at t1).
+    // still at t1). (Past a second of uptime first: starts within one second share a token floor.)
+    own_redis::past_first_second(instances.ports[0]).await;
     instances.kill(0).await;
     let t3 = grant_waiting(&Client::connect(&url).await.unwrap(), "t").await;
     assert!(t3 > t2, "tokens went backwards when the instance with the largest counter died: {t2} then {t3}");

@@ -437,7 +437,10 @@ pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
 pub(crate) fn fenced(resource: &str, backend: &str, token: u64, highest: u64) -> Error {
     Error::new(
         ErrorKind::Fenced,
-        format!("fence {resource:?}: token {token} is older than the accepted token {highest}"),
+        format!(
+            "fence {resource:?}: token {token} is below {highest}, the lowest the register takes now (its highest \
+             accepted token, or the start of its store: registers refuse tokens from before a loss of data)"
+        ),
     )
     .with_backend(backend)
 }

@@ -78,20 +78,48 @@ return {{0, redis.call('pttl', KEYS[1])}}
     )
 }
 
-/// Lua that sets `token` to the next fence token of counter KEYS[2]: `max(counter + 1, server TIME in µs)`, stored
-/// back as a decimal string (see [`acquire_lua`] for why the clock). Shared with the fair queue's acquire.
-pub(super) const NEXT_TOKEN: &str = r"
-local token
-do
-  local t = redis.call('time')
+/// The text of [`START_FLOOR`], as a literal for `concat!`.
+macro_rules! start_floor_lua {
+    () => {
+        r"
+local function start_floor(t)
+  local up = string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')
+  return string.format('%d', tonumber(t[1]) - tonumber(up) + 1) .. '000000'
+end
+"
+    };
+}
+
+/// Lua that defines `start_floor(t)`: given the server's TIME reply `t`, the first whole second after this server
+/// process started, in unix µs, as a decimal string. Every token a process of this server granted before the start
+/// is below it, and every token this process grants is at or above it (`NEXT_TOKEN` and the semaphore's slot
+/// counter take it as a lower bound); a fence register refuses tokens below it, so a register this process never
+/// wrote, whose last write was lost with the restart, still refuses a holder paused across the restart. INFO
+/// gives the uptime in whole seconds only, hence the round up: in its first second a process hands out tokens ahead
+/// of its clock. Limit: two starts of a server within one wall-clock second share a floor, so a process that dies
+/// within a second of its start can leave tokens its successor's floor does not refuse. Cost: one `INFO server` per
+/// grant and per register write.
+pub(super) const START_FLOOR: &str = start_floor_lua!();
+
+
+/// Lua that sets `token` to the next fence token of counter KEYS[2]: `max(counter + 1, server TIME in µs, start
+/// floor)`, stored back as a decimal string (see [`acquire_lua`] for why the clock, [`START_FLOOR`] for the floor).
+/// Shared with the fair queue's and the read-write lock's acquires.
+pub(super) const NEXT_TOKEN: &str = concat!(
+    "local token\ndo",
+    start_floor_lua!(),
+    r"  local t = redis.call('time')
   local now = t[1] .. string.format('%06d', tonumber(t[2]))
+  local floor = start_floor(t)
+  if tonumber(floor) > tonumber(now) then now = floor end
   token = redis.call('incr', KEYS[2])
   if tonumber(now) > token then
     redis.call('set', KEYS[2], now)
     token = tonumber(now)
   end
 end
-";
+"
+);
 
 /// KEYS: lock. ARGV: ttl ms, holder. 1 if extended, 0 if no longer ours.
 pub(super) const RENEW: &str = r"
@@ -128,22 +156,26 @@ return {{1, 'hash'}}
     )
 }
 
-/// KEYS: register. ARGV: token, value. nil if stored, else the higher accepted token. Tokens are compared as
-/// decimal strings (the longer is larger, then the text), since Lua numbers are doubles and `tonumber` would make
-/// 2^53 and 2^53 + 1 equal.
-pub(super) const FENCE_WRITE: &str = r"
+/// KEYS: register. ARGV: token, value. nil if stored, else the lowest token it would take: the larger of the stored
+/// token and the server's start floor (registers fail closed, DESIGN.md §3: see [`START_FLOOR`]). Tokens are
+/// compared as decimal strings (the longer is larger, then the text), since Lua numbers are doubles and `tonumber`
+/// would make 2^53 and 2^53 + 1 equal.
+fn fence_write_lua() -> String {
+    format!(
+        r"{START_FLOOR}
 local function digits(s) return (string.gsub(s, '^0+(%d)', '%1')) end
+local function above(a, b) return #a > #b or (#a == #b and a > b) end
+local least = start_floor(redis.call('time'))
 local cur = redis.call('hget', KEYS[1], 'token')
-local new = digits(ARGV[1])
-if cur then
-  cur = digits(cur)
-  if #cur > #new or (#cur == #new and cur > new) then
-    return cur
-  end
+if cur and above(digits(cur), least) then least = digits(cur) end
+if above(least, digits(ARGV[1])) then
+  return least
 end
 redis.call('hset', KEYS[1], 'token', ARGV[1], 'value', ARGV[2])
 return false
-";
+"
+    )
+}
 
 /// The fence counter of lock `name` (Redisson RFencedLock's key).
 pub(super) fn token_key(name: &str) -> String {
@@ -385,7 +417,7 @@ impl Scripts {
             renew: Script::new(RENEW),
             release: Script::new(&fair::release_lua(publish)),
             force: Script::new(&force_release_lua(publish)),
-            fence_write: Script::new(FENCE_WRITE),
+            fence_write: Script::new(&fence_write_lua()),
             fair: fair::Scripts::publishing_with(publish),
             rw: rwlock::Scripts::publishing_with(publish),
             sem: semaphore::Scripts::publishing_with(publish),

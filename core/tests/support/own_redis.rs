@@ -45,3 +45,21 @@ pub async fn spawn(port: u16) -> Child {
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     child
 }
+
+/// Waits (bounded) until the server on `port` has been up a whole second. Fence registers and token seeds tell a
+/// restart apart by the whole second of the server's start (redis.rs `START_FLOOR`), so a test that restarts a
+/// server and expects the floor to move waits this long first.
+pub async fn past_first_second(port: u16) {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
+    let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let info: String = redis::cmd("INFO").arg("server").query_async(&mut raw).await.unwrap();
+        let up = info.lines().find_map(|l| l.strip_prefix("uptime_in_seconds:")).expect("INFO has the uptime");
+        if up.trim().parse::<u64>().unwrap() >= 1 {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "redis-server on port {port} stays at uptime 0");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

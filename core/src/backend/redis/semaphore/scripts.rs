@@ -14,12 +14,14 @@
 //! A permit expires server-side as Redisson's do: any script that looks first returns the permits whose expiry
 //! passed (zset score ≤ now) to the count, and publishes the count. Expiries are the server's clock here (Redisson
 //! writes its client's); a permit of a Redisson client counts against N but occupies no slot. A slot is free when
-//! no live permit id in the zset maps to it. A slot's token is `max(counter + 1, server µs)`, as the mutex's is, so
-//! slot tokens rise across failovers too.
+//! no live permit id in the zset maps to it. A slot's token is `max(counter + 1, server µs, start floor)`, as the mutex's
+//! is, so slot tokens rise across failovers and restarts too.
 //!
 //! N: the first client sets the count and N (a count a Redisson client set before is adopted if it adds up to N
 //! with the permits out); a client asking another N gets a mismatch while any permit is out, and resets both to
 //! its N when none is (as the memory backend does).
+
+use crate::backend::redis::START_FLOOR;
 
 /// Expiry of lapsed permits, the check of N, and the slot counter, which every script starts with.
 const PRELUDE: &str = r"
@@ -65,6 +67,8 @@ end
 local function next_token(slot)
   local t = redis.call('time')
   local clock = t[1] .. string.format('%06d', tonumber(t[2]))
+  local floor = start_floor(t)
+  if tonumber(floor) > tonumber(clock) then clock = floor end
   local token = redis.call('hincrby', KEYS[5], slot, 1)
   if tonumber(clock) > token then
     redis.call('hset', KEYS[5], slot, clock)
@@ -75,7 +79,7 @@ end
 ";
 
 fn script(body: &str, publish: &str) -> String {
-    format!("{PRELUDE}{body}").replace("publish_cmd", publish)
+    format!("{START_FLOOR}{PRELUDE}{body}").replace("publish_cmd", publish)
 }
 
 /// ARGV: N, permit id, ttl ms. Returns {1, token, slot}, {0, ms until the first permit out expires (-1: none of

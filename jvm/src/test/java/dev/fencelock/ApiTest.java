@@ -321,13 +321,18 @@ class ApiTest {
         try (FencelockClient client = FencelockClient.connect(Services.redis())) {
             Fence fence = client.fence(resource);
             assertEquals(0, fence.read().token());
-            fence.write(10, "ten".getBytes(StandardCharsets.UTF_8));
-            fence.write(10, "ten again".getBytes(StandardCharsets.UTF_8));
-            LockException e = assertThrows(LockException.class, () -> fence.write(9, new byte[0]));
+            // A granted token: registers refuse tokens from before their store's start (no made-up small ones).
+            long token;
+            try (Lease lease = client.lock(resource)) {
+                token = lease.fence();
+            }
+            fence.write(token, "ten".getBytes(StandardCharsets.UTF_8));
+            fence.write(token, "ten again".getBytes(StandardCharsets.UTF_8));
+            LockException e = assertThrows(LockException.class, () -> fence.write(token - 1, new byte[0]));
             assertEquals(ErrorKind.FENCED, e.kind());
             assertFalse(e.retryable());
             FenceValue v = fence.read();
-            assertEquals(10, v.token());
+            assertEquals(token, v.token());
             assertArrayEquals("ten again".getBytes(StandardCharsets.UTF_8), v.value());
         }
     }
