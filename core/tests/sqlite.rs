@@ -57,8 +57,9 @@ async fn the_row_is_kept_after_release_so_tokens_never_reset() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// Cancel safety where it can bite: a SQLite attempt runs on a blocking thread and finishes after its future is
-/// dropped, so only the abandon removes the record it makes. (The memory backend's attempts never suspend.)
+/// Cancel safety where it can bite: a SQLite attempt that finds the file busy goes on on a blocking thread and
+/// finishes after its future is dropped, so only the abandon removes the record it makes. (Statements on a free file
+/// run inline and never suspend, as the memory backend's attempts.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_dropped_in_flight_leaves_no_record() {
     let (dir, url) = fresh_db();
@@ -66,12 +67,14 @@ async fn an_acquire_dropped_in_flight_leaves_no_record() {
     let (mut in_flight, opts) = (0, LockOptions::default());
     for _ in 0..20 {
         let mut acquire = Box::pin(a.lock("L", &opts));
+        let busy = support::sql::keep_busy(&url);
         match futures::poll!(&mut acquire) {
             // Suspended in the attempt's statement: dropping it now is the case under test.
             std::task::Poll::Pending => in_flight += 1,
             std::task::Poll::Ready(lease) => lease.unwrap().release().await.unwrap(),
         }
         drop(acquire);
+        drop(busy);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while checker.inspect("L").await.unwrap().holder.is_some() || a.local_entries() != 0 {
             assert!(tokio::time::Instant::now() < deadline, "a dropped acquire left the lock held");

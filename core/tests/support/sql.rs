@@ -258,11 +258,13 @@ pub async fn cancelled_hold_acquires_leave_nothing(url: &str) {
                 1 => Box::pin(async move { rw.write(&LockOptions::default()).await }),
                 _ => Box::pin(async move { sem.acquire(&LockOptions::default()).await }),
             };
+        let busy = keep_busy(url);
         match futures::poll!(&mut acquire) {
             std::task::Poll::Pending => in_flight += 1,
             std::task::Poll::Ready(lease) => lease.unwrap().release().await.unwrap(),
         }
         drop(acquire);
+        drop(busy);
         let deadline = tokio::time::Instant::now() + BOUND;
         loop {
             let write = checker.rw_lock("gone").try_write(&opts).await.unwrap();
@@ -318,4 +320,15 @@ pub async fn a_dead_writers_mark_expires(url: &str, exec: impl AsyncFn(&str)) {
     assert!(start.elapsed() >= lives - std::time::Duration::from_millis(100), "in after {:?}", start.elapsed());
     read.release().await.unwrap();
     client.close().await;
+}
+
+/// For a `sqlite:` URL, a second connection that holds the file's write lock while it lives: SQLite's statements run
+/// inline unless the file is busy, so only then does an acquire suspend in its statement, to finish on a blocking
+/// thread after its future is dropped (the case a cancel test is after). `None` for servers, whose statements always
+/// suspend.
+pub fn keep_busy(url: &str) -> Option<rusqlite::Connection> {
+    let path = url.strip_prefix("sqlite:")?;
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    Some(conn)
 }
