@@ -134,6 +134,22 @@ impl Args {
         let i = SERVERS.iter().position(|(s, _, _, _)| *s == w)?;
         self.urls[i].as_deref()
     }
+
+    /// The URL of server backend `w` (`name`, from `var`) to run, if it is wanted: `None` if it is not, or (with a
+    /// note) if its URL is unknown and `all` asked for it; an error if it was asked for by name without a URL.
+    pub fn wanted_url(&self, w: Which, name: &str, var: &str) -> Result<Option<&str>, String> {
+        if !self.wants(w) {
+            return Ok(None);
+        }
+        match self.url(w) {
+            Some(url) => Ok(Some(url)),
+            None if self.which == w => Err(format!("no {name} URL: pass --{name} URL or set {var}")),
+            None => {
+                println!("=== {name} skipped: no --{name} URL and {var} is unset ===\n");
+                Ok(None)
+            }
+        }
+    }
 }
 
 // FENCELOCK_URL may name any backend; only one with a matching scheme is a default.

@@ -110,16 +110,7 @@ async fn failover_main(args: &Args, s: failover::Settings) -> BoxResult<()> {
         outcomes.push(outcome);
     }
     for (which, name, var, _) in SERVERS {
-        if !args.wants(which) {
-            continue;
-        }
-        let Some(url) = args.url(which) else {
-            if args.which == which {
-                return Err(format!("no {name} URL: pass --{name} URL or set {var}").into());
-            }
-            println!("=== {name} skipped: no --{name} URL and {var} is unset ===\n");
-            continue;
-        };
+        let Some(url) = args.wanted_url(which, name, var)? else { continue };
         let (table, outcome) = failover::run(name, url, s).await?;
         println!("{}", table.render());
         outcomes.push(outcome);
@@ -176,16 +167,7 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
         print(&metrics_cost::run("memory", &run.url, args.phase, None).await?, &mut misses);
     }
     for (which, name, var, _) in SERVERS {
-        if !args.wants(which) {
-            continue;
-        }
-        let Some(url) = args.url(which) else {
-            if args.which == which {
-                return Err(format!("no {name} URL: pass --{name} URL or set {var}").into());
-            }
-            println!("=== {name} skipped: no --{name} URL and {var} is unset ===\n");
-            continue;
-        };
+        let Some(url) = args.wanted_url(which, name, var)? else { continue };
         let consensus = Targets { cycle_ratio: Some(0.7), gap_rtts: Some(3.0), fifo: true, ..Targets::default() };
         let throughput = Targets { cycle_ratio: Some(0.7), ..Targets::default() };
         let (raw, targets, many) = match which {
