@@ -11,6 +11,7 @@ use jni::objects::{Global, JObject};
 use jni::sys::{JNI_OK, JavaVMAttachArgs, jint, jlong};
 use jni::{Env, JValue, JavaVM, jni_sig, jni_str};
 
+use crate::handle::into_handle;
 use crate::lease::JLease;
 
 /// What a successful operation hands back, one variant per kind of result. It crosses to Java as the four
@@ -44,7 +45,7 @@ impl Value {
     /// What an acquire or campaign completes with: its lease as a new handle, or `Busy` when `once` found it taken.
     pub(crate) fn acquired(lease: Option<fencelock::Lease>) -> Value {
         match lease {
-            Some(lease) => Value::Lease { fence: lease.fence(), handle: crate::handle::into_handle(JLease::new(lease)) },
+            Some(lease) => Value::Lease { fence: lease.fence(), handle: into_handle(JLease::new(lease)) },
             None => Value::Busy,
         }
     }

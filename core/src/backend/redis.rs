@@ -101,7 +101,6 @@ end
 /// grant and per register write.
 pub(super) const START_FLOOR: &str = start_floor_lua!();
 
-
 /// Lua that sets `token` to the next fence token of counter KEYS[2]: `max(counter + 1, server TIME in µs, start
 /// floor)`, stored back as a decimal string (see [`acquire_lua`] for why the clock, [`START_FLOOR`] for the floor).
 /// Shared with the fair queue's and the read-write lock's acquires.
