@@ -64,17 +64,19 @@ async fn bench(run: &Run, args: &Args, misses: &mut usize) -> BoxResult<()> {
     for table in primitives::run(&run.url, args.phase).await? {
         print(&table, misses);
     }
-    if !run.orders {
+    if run.orders {
+        // The fair queue with its targets, then the free-for-all for comparison (no targets: it is the old way).
+        let fair = handoff::Order { label: Some("fair queue"), opts: fencelock::LockOptions::default().fair(true) };
+        print(&handoff::run(&run.url, &run.raw, args.phase, &run.targets, &fair).await?, misses);
+        let racing =
+            handoff::Order { label: Some("free-for-all"), opts: fencelock::LockOptions::default().fair(false) };
+        let none = Targets::default();
+        print(&handoff::run(&run.url, &run.raw, args.phase, &none, &racing).await?, misses);
+    } else {
         let default = handoff::Order { label: None, opts: fencelock::LockOptions::default() };
         print(&handoff::run(&run.url, &run.raw, args.phase, &run.targets, &default).await?, misses);
-        return Ok(());
     }
-    // The fair queue with its targets, then the free-for-all for comparison (no targets: it is the old way).
-    let fair = handoff::Order { label: Some("fair queue"), opts: fencelock::LockOptions::default().fair(true) };
-    print(&handoff::run(&run.url, &run.raw, args.phase, &run.targets, &fair).await?, misses);
-    let racing = handoff::Order { label: Some("free-for-all"), opts: fencelock::LockOptions::default().fair(false) };
-    let none = Targets::default();
-    print(&handoff::run(&run.url, &run.raw, args.phase, &none, &racing).await?, misses);
+    // Figure 3 on every backend that enables it, whichever hand-off orders it has.
     if run.many {
         for ttl in [Duration::from_secs(30), Duration::from_secs(3)] {
             let (table, missed) = many::run_isolated(&run.url, ttl).await?;

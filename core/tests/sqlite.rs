@@ -75,6 +75,8 @@ async fn an_acquire_dropped_in_flight_leaves_no_record() {
         }
         drop(acquire);
         drop(busy);
+        // Behind the statement in flight on `a`'s connection (statements run in order): it has made its record.
+        a.fence("barrier").read().await.unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while checker.inspect("L").await.unwrap().holder.is_some() || a.local_entries() != 0 {
             assert!(tokio::time::Instant::now() < deadline, "a dropped acquire left the lock held");

@@ -265,6 +265,8 @@ pub async fn cancelled_hold_acquires_leave_nothing(url: &str) {
         }
         drop(acquire);
         drop(busy);
+        // Behind a statement still in flight on `a`'s connection (SQLite runs them in order): it has made its record.
+        a.fence("barrier").read().await.unwrap();
         let deadline = tokio::time::Instant::now() + BOUND;
         loop {
             let write = checker.rw_lock("gone").try_write(&opts).await.unwrap();
