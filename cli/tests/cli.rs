@@ -171,6 +171,12 @@ impl Proc {
     /// Waits for the exit (closing stdin first) and collects the rest of the output.
     fn finish(mut self) -> Output {
         drop(self.child.stdin.take());
+        self.exited()
+    }
+
+    /// Waits for the exit with stdin left open, for a process told to stop by a signal: an EOF it saw first would
+    /// end a CMD that reads stdin normally, and the signal would find it gone.
+    fn exited(mut self) -> Output {
         let status = eventually("the process to exit", || self.child.try_wait().unwrap());
         let collect = |rx: &Receiver<String>, seen: &mut Vec<String>| {
             // The writer has exited; the reader thread ends at EOF, which closes the channel.
@@ -656,7 +662,7 @@ fn a_lost_leadership_stops_the_command_and_again_campaigns_anew() {
     let term2: u64 = line.trim_start_matches("held ").split(' ').next().unwrap().parse().unwrap();
     assert!(term2 > term1, "the new term {term2} is not above {term1}");
     standby.signal("TERM");
-    let out = standby.finish();
+    let out = standby.exited();
     assert_eq!(code(out.status), 143, "{}", text(&out.stderr));
     assert_eq!(code(s.output("leader", &["again"]).status), 3, "the standby resigned on the signal");
 }
