@@ -127,13 +127,12 @@ pub struct Report {
     pub slot_out_of_range: u64,
     /// The most sessions that believed they held at once (measured: a paused holder believes past its lease).
     pub believed_holders_max: u64,
-    /// Every workload: the holders' writes of their tokens to the SDK's own Fence registers on the backend, as the
-    /// registers answered them (a semaphore has one register per slot).
-    pub fence_writes_accepted: u64,
-    pub fence_writes_refused: u64,
-    /// Accepted fence writes whose token is below one the same register had accepted before the write began.
-    pub stale_fence_writes: u64,
-    pub stale_fence_examples: Vec<String>,
+    /// election: the leaders' writes of their terms to the SDK's own Fence register, as it answered them.
+    pub term_writes_accepted: u64,
+    pub term_writes_refused: u64,
+    /// election: accepted term writes below a term the register had accepted before the write began.
+    pub stale_terms_accepted: u64,
+    pub stale_term_examples: Vec<String>,
     pub canary: bool,
     pub failures: Vec<String>,
 }
@@ -670,33 +669,23 @@ fn workload_checks(r: &mut Report, h: &[Event], ops: &[&Event], ss: &[Session]) 
                 r.permit_holders_max = r.permit_holders_max.max(now as u64);
             }
         }
+        "election" => stale_terms(r, h),
         _ => {}
     }
-    stale_fence_writes(r, h);
 }
 
-/// The SDK registers' answers to the holders' writes (`fence-write`): an accepted write whose token is below one the
-/// same register accepted before it was invoked is a stale holder's write let through. Real time, not the referee's
+/// The SDK register's answers to the leaders' term writes (`fence-write`): an accepted write whose term is below one
+/// the register accepted before it was invoked is a stale leader's write let through. Real time, not the referee's
 /// order: the register itself decides, and only answers that completed before the write began are known to it.
-fn stale_fence_writes(r: &mut Report, h: &[Event]) {
+fn stale_terms(r: &mut Report, h: &[Event]) {
     let writes: Vec<&Event> = h.iter().filter(|e| e.src == "worker" && e.f.as_deref() == Some("fence-write")).collect();
-    let answered = |kind: &'static str| writes.iter().copied().filter(move |e| e.kind == kind);
-    r.fence_writes_accepted = answered("ok").count() as u64;
-    r.fence_writes_refused = answered("fail").count() as u64;
-    let mut registers: Vec<Option<u32>> = writes.iter().map(|e| e.slot).collect();
-    registers.sort_unstable();
-    registers.dedup();
-    for slot in registers {
-        stale_writes_to(r, writes.iter().copied().filter(|e| e.slot == slot));
-    }
-}
-
-/// `stale_fence_writes` for the writes to one register.
-fn stale_writes_to<'a>(r: &mut Report, writes: impl Iterator<Item = &'a Event>) {
+    let term_write = |kind: &'static str| writes.iter().copied().filter(move |e| e.kind == kind);
+    r.term_writes_accepted = term_write("ok").count() as u64;
+    r.term_writes_refused = term_write("fail").count() as u64;
     // Each accepted write with its own invoke (a session's writes alternate invoke, answer): (invoked, done, term).
     let mut pending: HashMap<&str, u64> = HashMap::new();
     let mut spans: Vec<(u64, u64, u64, &str)> = Vec::new();
-    for e in writes {
+    for e in &writes {
         let (Some(session), Some(token)) = (e.session.as_deref(), e.token) else { continue };
         match e.kind.as_str() {
             "invoke" => {
@@ -722,10 +711,10 @@ fn stale_writes_to<'a>(r: &mut Report, writes: impl Iterator<Item = &'a Event>) 
             i += 1;
         }
         if let Some((newer, by)) = highest.filter(|&(t, _)| token < t) {
-            r.stale_fence_writes += 1;
-            if r.stale_fence_examples.len() < 5 {
-                r.stale_fence_examples.push(format!(
-                    "{session} wrote token {token} and the register accepted it after accepting token {newer} of {by}"
+            r.stale_terms_accepted += 1;
+            if r.stale_term_examples.len() < 5 {
+                r.stale_term_examples.push(format!(
+                    "{session} wrote term {token} and the register accepted it after accepting term {newer} of {by}"
                 ));
             }
         }
@@ -763,7 +752,7 @@ fn failures(r: &Report) -> Vec<String> {
     must_be_zero("rwlock reads that saw a write", r.rw_reads_changed as i64);
     must_be_zero("semaphore holders over the permits (fenced)", r.permit_holders_over as i64);
     must_be_zero("semaphore slot held twice (fenced)", r.slot_overlaps as i64);
-    must_be_zero("stale writes accepted by the SDK fence", r.stale_fence_writes as i64);
+    must_be_zero("election stale terms accepted by the SDK fence", r.stale_terms_accepted as i64);
     must_be_zero("semaphore slot out of range", r.slot_out_of_range as i64);
     if r.acquire_ok == 0 {
         f.push("no acquisition at all".into());
@@ -788,25 +777,22 @@ fn verdict(ok: bool) -> &'static str {
 /// One Markdown row per run, for the README's Safety table.
 pub fn table(reports: &[Report]) -> String {
     let mut s = String::from(
-        "| run | clients | acquisitions ok (of them go) | faults | violations with fencing | SDK fence writes ok/refused (stale ok) | without fencing (interleave/stale/lost) | \
+        "| run | clients | acquisitions ok (of them go) | faults | violations with fencing | without fencing (interleave/stale/lost) | \
          cas-unique | token dup/regress | losses notified | renew after other (P6) | unsafe release (P7) | \
          recovery p50/max | final phase | false alarms | fair waits over bound (P11) | failover double grants (unfenced) | \
          result |\n",
     );
-    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for r in reports {
         let faults: u64 = r.faults.values().sum();
         let pol = |p: &PolicyFigures| format!("{}/{}/{}", p.interleave, p.stale_accepted, p.lost_updates);
         let run = r.run.replace("backend=", "").replace(" profile=", " ").replace(" seed=", " seed ");
         s += &format!(
-            "| {run} | {} | {} ({}) | {faults} | {} | {}/{} ({}) | {} | {} | {}/{} | {}/{} | {} | {} | {}/{} | {}/{} in {} | {} | {} | {} | {} |\n",
+            "| {run} | {} | {} ({}) | {faults} | {} | {} | {} | {}/{} | {}/{} | {} | {} | {}/{} | {}/{} in {} | {} | {} | {} | {} |\n",
             langs(r),
             r.acquire_ok,
             r.acquire_ok_by_lang.get("go").map_or("-".into(), |n| n.to_string()),
             r.fenced.total(),
-            r.fence_writes_accepted,
-            r.fence_writes_refused,
-            r.stale_fence_writes,
             pol(&r.shadow),
             pol(&r.cas),
             r.token_duplicates,
@@ -952,18 +938,20 @@ pub fn render(r: &Report) -> String {
                 verdict(r.permit_holders_over + r.slot_overlaps + r.slot_out_of_range == 0)
             );
         }
-        "election" => s += &format!("election: believed leaders max={}\n", r.believed_holders_max),
+        "election" => {
+            s += &format!(
+                "election: SDK fence term writes accepted={} refused={} stale accepted={} believed leaders max={}   {}\n",
+                r.term_writes_accepted,
+                r.term_writes_refused,
+                r.stale_terms_accepted,
+                r.believed_holders_max,
+                verdict(r.stale_terms_accepted == 0)
+            );
+            for ex in &r.stale_term_examples {
+                s += &format!("    {ex}\n");
+            }
+        }
         _ => {}
-    }
-    s += &format!(
-        "SDK fence writes: accepted={} refused={} stale accepted={}   {}\n",
-        r.fence_writes_accepted,
-        r.fence_writes_refused,
-        r.stale_fence_writes,
-        verdict(r.stale_fence_writes == 0)
-    );
-    for ex in &r.stale_fence_examples {
-        s += &format!("    {ex}\n");
     }
     for f in &r.failures {
         s += &format!("FAIL: {f}\n");
@@ -1518,33 +1506,22 @@ mod tests {
     fn an_election_whose_register_refuses_the_deposed_leader_passes() {
         let r = election(false).check(false);
         assert_eq!(r.failures, Vec::<String>::new(), "{}", render(&r));
-        assert_eq!((r.workload.as_str(), r.fence_writes_accepted, r.fence_writes_refused), ("election", 2, 1));
+        assert_eq!((r.workload.as_str(), r.term_writes_accepted, r.term_writes_refused), ("election", 2, 1));
         assert!(render(&r).contains("stale accepted=0"), "{}", render(&r));
     }
 
     #[test]
     fn a_stale_term_the_sdk_register_accepted_fails_the_run() {
         let r = election(true).check(false);
-        assert_eq!(r.stale_fence_writes, 1, "{}", render(&r));
-        assert!(r.failures.iter().any(|f| f.starts_with("stale writes accepted by the SDK fence")), "{:?}", r.failures);
-        assert!(r.stale_fence_examples[0].contains("token 10") && r.stale_fence_examples[0].contains("token 11 of b1"));
+        assert_eq!(r.stale_terms_accepted, 1, "{}", render(&r));
+        assert!(r.failures.iter().any(|f| f.starts_with("election stale terms accepted")), "{:?}", r.failures);
+        assert!(r.stale_term_examples[0].contains("term 10") && r.stale_term_examples[0].contains("term 11 of b1"));
         // Concurrent writes are no evidence: b1's write completing after a1's began tells a1's register nothing.
         let mut h = election(true);
         for e in h.0.iter_mut().filter(|e| e.f.as_deref() == Some("fence-write") && e.session.as_deref() == Some("b1"))
         {
             e.t_ref += 50; // b1's ok now lands after a1's second invoke
         }
-        assert_eq!(h.check(false).stale_fence_writes, 0);
-    }
-
-    #[test]
-    fn each_semaphore_slot_is_a_register_of_its_own() {
-        // The same writes, b1's to slot 1: a1's lower token on slot 0 is no stale write.
-        let mut h = election(true);
-        for e in h.0.iter_mut().filter(|e| e.f.as_deref() == Some("fence-write") && e.session.as_deref() == Some("b1"))
-        {
-            e.slot = Some(1);
-        }
-        assert_eq!(h.check(false).stale_fence_writes, 0);
+        assert_eq!(h.check(false).stale_terms_accepted, 0);
     }
 }

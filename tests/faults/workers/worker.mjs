@@ -146,48 +146,51 @@ async function criticalSection(lease, session, hold) {
   // Each semaphore slot is a register of its own, fenced by the slot's token.
   const key = lease.slot === null || lease.slot === undefined ? args.key : `${args.key}.slot${lease.slot}`;
   const base = { key, client: args.client, session, token, ...(hold === undefined ? {} : { hold }) };
-  // A refused read does not end the cycle: the shadow and cas registers must see what an unfenced resource would.
-  let [, values] = await referee.call({ ...base, op: 'read' });
+  let [ok, values] = await referee.call({ ...base, op: 'read' });
+  if (!ok[0]) return; // the fence says someone newer has been here: leave
   await sleep(ttlMs * uniform(0.1, 1.5)); // work; the long tail crosses the TTL
   if (hold === 'read') {
     // A reader reads again at the end (the checker: no write in between), then renews once (P6).
     if (lease.signal.aborted) return;
-    await referee.call({ ...base, op: 'read' });
-    await renew(lease, session);
+    [ok] = await referee.call({ ...base, op: 'read' });
+    if (!ok[0]) return;
+    emit('invoke', 'renew', session, token);
+    try {
+      await lease.renew();
+      emit('ok', 'renew', session, token);
+    } catch (e) {
+      emit('fail', 'renew', session, token, code(e));
+    }
     return;
   }
   const writes = random() < 0.3 ? 2 : 1;
   for (let i = 0; i < writes; i++) {
     if (lease.signal.aborted) return; // a careful user; a pause right after this check is what fencing is for
-    // The SDK's own register on the backend decides the fenced write; the referee only records its answer.
-    const fenced = await fenceWrite(key, token, lease.slot, session);
-    [, values] = await referee.call({ ...base, op: 'write', fenced, values: values.map((v) => v + 1) });
+    if (hold === 'leader' && !(await termWrite(token, session))) return; // the SDK's register knows a newer term
+    [ok, values] = await referee.call({ ...base, op: 'write', values: values.map((v) => v + 1) });
+    if (!ok[0]) return;
     if (i === 0) {
-      await renew(lease, session);
+      emit('invoke', 'renew', session, token);
+      try {
+        await lease.renew();
+        emit('ok', 'renew', session, token);
+      } catch (e) {
+        emit('fail', 'renew', session, token, code(e));
+      }
       if (writes > 1) await sleep(ttlMs * uniform(0, 0.3));
     }
   }
 }
 
-async function renew(lease, session) {
-  emit('invoke', 'renew', session, lease.fence);
+// A leader's write of its term to the SDK's own Fence register (`<key>.term`): whether it was accepted.
+async function termWrite(token, session) {
+  emit('invoke', 'fence-write', session, token);
   try {
-    await lease.renew();
-    emit('ok', 'renew', session, lease.fence);
+    await client.fence(`${args.key}.term`).write(token, Buffer.from(session));
   } catch (e) {
-    emit('fail', 'renew', session, lease.fence, code(e));
-  }
-}
-
-// A write of the hold's token to the SDK's own Fence register `key` on the backend: whether it was accepted.
-async function fenceWrite(key, token, slot, session) {
-  emit('invoke', 'fence-write', session, token, undefined, undefined, slot);
-  try {
-    await client.fence(key).write(token, Buffer.from(session));
-  } catch (e) {
-    emit(code(e) === 'FENCED' ? 'fail' : 'info', 'fence-write', session, token, code(e), undefined, slot);
+    emit(code(e) === 'FENCED' ? 'fail' : 'info', 'fence-write', session, token, code(e));
     return false;
   }
-  emit('ok', 'fence-write', session, token, undefined, undefined, slot);
+  emit('ok', 'fence-write', session, token);
   return true;
 }
