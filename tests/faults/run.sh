@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The faults stage: the Jepsen-style safety suite (tests/faults/README.md). One `ci` run per backend and one `canary`
-# run, each in a private network namespace of its own with its own servers; fails if any run fails an assertion. Then
-# the rwlock, semaphore and election workloads in ci on Redis, etcd, ZooKeeper and PostgreSQL
-# (FENCELOCK_FAULTS_WORKLOAD_BACKENDS).
+# The faults stage: the Jepsen-style safety suite (tests/faults/README.md). One `ci` run per backend, each in a private
+# network namespace of its own with its own servers; fails if any run fails an assertion. Then the rwlock, semaphore
+# and election workloads in ci on Redis, etcd, ZooKeeper and PostgreSQL (FENCELOCK_FAULTS_WORKLOAD_BACKENDS), the
+# `canary` run, and a canary on a deliberately broken fence register that must be caught.
 #
 #   tests/faults/run.sh                    every backend, a random seed (printed; FENCELOCK_FAULTS_SEED=N to repeat)
 #   FENCELOCK_FAULTS_BACKENDS="redis zk" tests/faults/run.sh
@@ -56,6 +56,20 @@ build_go_worker() {
         die "building the Go worker (server/tests/go) failed"
 }
 
+# The fence check must be able to fail: a locktest whose core carries the fence_accepts_older_token mutant
+# (core/src/mutant.rs) runs the sqlite canary with Rust workers (the venv and the addon link the normal core), and
+# that run passes only if the checker caught the broken register's stale writes. Built in the normal target dir
+# (only core and the suite relink) and kept aside, so target/debug/locktest stays the unmutated one.
+readonly BROKEN=$ROOT/target/faults/locktest-broken-fence
+build_broken_locktest() {
+    local keep=$ROOT/target/faults/locktest-normal
+    mkdir -p target/faults
+    cp -p "$LOCKTEST" "$keep"
+    FENCELOCK_MUTANT=fence_accepts_older_token cargo build -q -p fencelock-faults || return 1
+    mv "$LOCKTEST" "$BROKEN"
+    mv "$keep" "$LOCKTEST"
+}
+
 main() {
     cd "$ROOT"
     ((EUID == 0)) || die "the suite needs root for its private network namespace (unshare -n)"
@@ -98,11 +112,26 @@ main() {
             log "$b $w ci: $((SECONDS - t0))s"
         done
     done
-    # The canary: client pauses only; it fails unless the faults make an unfenced resource go wrong.
+    # The canary: client pauses only; it fails unless the faults make an unfenced resource go wrong. The broken
+    # register's canary runs beside it (both are light: client pauses, no JVM), in a namespace of its own.
     t0=$SECONDS
+    local broken_pid=
+    if build_broken_locktest; then
+        "$BROKEN" run --backend sqlite --profile canary --seed "$SEED" --langs rust --no-go --broken-fence \
+            --out target/faults/sqlite-broken-fence-"$SEED" \
+            >target/faults/sqlite-broken-fence-"$SEED".log 2>&1 &
+        broken_pid=$!
+    else
+        failed+=("building the broken register")
+    fi
     if ! "$LOCKTEST" run --backend redis --profile canary --seed "$SEED" --langs "$LANGS"; then failed+=("redis canary"); fi
     runs+=("target/faults/redis-canary-$SEED")
-    log "redis canary: $((SECONDS - t0))s"
+    if [[ -n $broken_pid ]]; then
+        wait "$broken_pid" || failed+=("sqlite broken-fence canary")
+        cat target/faults/sqlite-broken-fence-"$SEED".log
+        runs+=("target/faults/sqlite-broken-fence-$SEED")
+    fi
+    log "redis canary and sqlite broken-fence canary: $((SECONDS - t0))s"
 
     "$LOCKTEST" table "${runs[@]}" | tee target/faults/table-"$SEED".md
     ((${#failed[@]} == 0)) || die "failed: ${failed[*]}"

@@ -127,14 +127,27 @@ pub struct Report {
     pub slot_out_of_range: u64,
     /// The most sessions that believed they held at once (measured: a paused holder believes past its lease).
     pub believed_holders_max: u64,
-    /// election: the leaders' writes of their terms to the SDK's own Fence register, as it answered them.
-    pub term_writes_accepted: u64,
-    pub term_writes_refused: u64,
-    /// election: accepted term writes below a term the register had accepted before the write began.
-    pub stale_terms_accepted: u64,
-    pub stale_term_examples: Vec<String>,
+    /// Every workload: the holders' writes of their tokens to the SDK's own Fence registers on the backend, as the
+    /// registers answered them (a semaphore has one register per slot).
+    pub fence_writes_accepted: u64,
+    pub fence_writes_refused: u64,
+    /// Accepted fence writes whose token is below one the same register had accepted before the write began.
+    pub stale_fence_writes: u64,
+    pub stale_fence_examples: Vec<String>,
     pub canary: bool,
+    /// The run's build carries a register that accepts older tokens: the stale-write check must catch it.
+    pub broken_fence: bool,
     pub failures: Vec<String>,
+}
+
+/// What a run must show beyond the must-be-zero figures.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Expect {
+    /// The canary profile: violations without fencing, or the faults did not bite.
+    pub canary: bool,
+    /// A build with the `fence_accepts_older_token` mutant (tests/faults/run.sh): stale writes accepted by the
+    /// SDK fence, or the check cannot fail. They are this run's evidence, not its failure.
+    pub broken_fence: bool,
 }
 
 fn secs(ns: u64) -> f64 {
@@ -354,12 +367,12 @@ fn register(ops: &[&Event], p: usize) -> PolicyFigures {
     f
 }
 
-/// Checks a history; `canary` adds the assertion that unfenced violations were seen.
-pub fn check(h: &[Event], canary: bool) -> Report {
+/// Checks a history against the must-be-zero figures and what `expect` adds.
+pub fn check(h: &[Event], expect: Expect) -> Report {
     let mut h: Vec<Event> = h.to_vec();
     h.sort_by_key(|e| e.t_ref);
     let ph = phases(&h);
-    let mut r = Report { canary, ..Report::default() };
+    let mut r = Report { canary: expect.canary, broken_fence: expect.broken_fence, ..Report::default() };
     r.run = h.iter().find(|e| e.is("run", "phase", "start")).and_then(|e| e.detail.clone()).unwrap_or_default();
     r.duration_s = secs(ph.end.saturating_sub(ph.start));
     let ss = sessions(&h);
@@ -669,23 +682,40 @@ fn workload_checks(r: &mut Report, h: &[Event], ops: &[&Event], ss: &[Session]) 
                 r.permit_holders_max = r.permit_holders_max.max(now as u64);
             }
         }
-        "election" => stale_terms(r, h),
         _ => {}
+    }
+    stale_fence_writes(r, h);
+}
+
+/// The stale writes the SDK fence accepted so far: what a run on a broken register waits for while its faults run.
+pub fn stale_fence_count(h: &[Event]) -> u64 {
+    let mut r = Report::default();
+    stale_fence_writes(&mut r, h);
+    r.stale_fence_writes
+}
+
+/// The SDK registers' answers to the holders' writes (`fence-write`): an accepted write whose token is below one the
+/// same register accepted before it was invoked is a stale holder's write let through. Real time, not the referee's
+/// order: the register itself decides, and only answers that completed before the write began are known to it.
+fn stale_fence_writes(r: &mut Report, h: &[Event]) {
+    let writes: Vec<&Event> = h.iter().filter(|e| e.src == "worker" && e.f.as_deref() == Some("fence-write")).collect();
+    let answered = |kind: &'static str| writes.iter().copied().filter(move |e| e.kind == kind);
+    r.fence_writes_accepted = answered("ok").count() as u64;
+    r.fence_writes_refused = answered("fail").count() as u64;
+    let mut registers: Vec<Option<u32>> = writes.iter().map(|e| e.slot).collect();
+    registers.sort_unstable();
+    registers.dedup();
+    for slot in registers {
+        stale_writes_to(r, writes.iter().copied().filter(|e| e.slot == slot));
     }
 }
 
-/// The SDK register's answers to the leaders' term writes (`fence-write`): an accepted write whose term is below one
-/// the register accepted before it was invoked is a stale leader's write let through. Real time, not the referee's
-/// order: the register itself decides, and only answers that completed before the write began are known to it.
-fn stale_terms(r: &mut Report, h: &[Event]) {
-    let writes: Vec<&Event> = h.iter().filter(|e| e.src == "worker" && e.f.as_deref() == Some("fence-write")).collect();
-    let term_write = |kind: &'static str| writes.iter().copied().filter(move |e| e.kind == kind);
-    r.term_writes_accepted = term_write("ok").count() as u64;
-    r.term_writes_refused = term_write("fail").count() as u64;
+/// `stale_fence_writes` for the writes to one register.
+fn stale_writes_to<'a>(r: &mut Report, writes: impl Iterator<Item = &'a Event>) {
     // Each accepted write with its own invoke (a session's writes alternate invoke, answer): (invoked, done, term).
     let mut pending: HashMap<&str, u64> = HashMap::new();
     let mut spans: Vec<(u64, u64, u64, &str)> = Vec::new();
-    for e in &writes {
+    for e in writes {
         let (Some(session), Some(token)) = (e.session.as_deref(), e.token) else { continue };
         match e.kind.as_str() {
             "invoke" => {
@@ -711,10 +741,10 @@ fn stale_terms(r: &mut Report, h: &[Event]) {
             i += 1;
         }
         if let Some((newer, by)) = highest.filter(|&(t, _)| token < t) {
-            r.stale_terms_accepted += 1;
-            if r.stale_term_examples.len() < 5 {
-                r.stale_term_examples.push(format!(
-                    "{session} wrote term {token} and the register accepted it after accepting term {newer} of {by}"
+            r.stale_fence_writes += 1;
+            if r.stale_fence_examples.len() < 5 {
+                r.stale_fence_examples.push(format!(
+                    "{session} wrote token {token} and the register accepted it after accepting token {newer} of {by}"
                 ));
             }
         }
@@ -752,13 +782,18 @@ fn failures(r: &Report) -> Vec<String> {
     must_be_zero("rwlock reads that saw a write", r.rw_reads_changed as i64);
     must_be_zero("semaphore holders over the permits (fenced)", r.permit_holders_over as i64);
     must_be_zero("semaphore slot held twice (fenced)", r.slot_overlaps as i64);
-    must_be_zero("election stale terms accepted by the SDK fence", r.stale_terms_accepted as i64);
+    if !r.broken_fence {
+        must_be_zero("stale writes accepted by the SDK fence", r.stale_fence_writes as i64);
+    }
     must_be_zero("semaphore slot out of range", r.slot_out_of_range as i64);
     if r.acquire_ok == 0 {
         f.push("no acquisition at all".into());
     }
     if !r.final_phase_missing.is_empty() {
         f.push(format!("P9 final phase: no acquisition after the heal by {}", r.final_phase_missing.join(", ")));
+    }
+    if r.broken_fence && r.stale_fence_writes == 0 {
+        f.push("broken register: no stale write accepted by the SDK fence — the check missed the mutant".into());
     }
     if r.canary && r.shadow.total() == 0 {
         f.push("canary: no violation without fencing — the faults did not bite".into());
@@ -777,22 +812,28 @@ fn verdict(ok: bool) -> &'static str {
 /// One Markdown row per run, for the README's Safety table.
 pub fn table(reports: &[Report]) -> String {
     let mut s = String::from(
-        "| run | clients | acquisitions ok (of them go) | faults | violations with fencing | without fencing (interleave/stale/lost) | \
+        "| run | clients | acquisitions ok (of them go) | faults | violations with fencing | SDK fence writes ok/refused (stale ok) | without fencing (interleave/stale/lost) | \
          cas-unique | token dup/regress | losses notified | renew after other (P6) | unsafe release (P7) | \
          recovery p50/max | final phase | false alarms | fair waits over bound (P11) | failover double grants (unfenced) | \
          result |\n",
     );
-    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for r in reports {
         let faults: u64 = r.faults.values().sum();
         let pol = |p: &PolicyFigures| format!("{}/{}/{}", p.interleave, p.stale_accepted, p.lost_updates);
-        let run = r.run.replace("backend=", "").replace(" profile=", " ").replace(" seed=", " seed ");
+        let mut run = r.run.replace("backend=", "").replace(" profile=", " ").replace(" seed=", " seed ");
+        if r.broken_fence {
+            run += " (broken register: stale writes must show)";
+        }
         s += &format!(
-            "| {run} | {} | {} ({}) | {faults} | {} | {} | {} | {}/{} | {}/{} | {} | {} | {}/{} | {}/{} in {} | {} | {} | {} | {} |\n",
+            "| {run} | {} | {} ({}) | {faults} | {} | {}/{} ({}) | {} | {} | {}/{} | {}/{} | {} | {} | {}/{} | {}/{} in {} | {} | {} | {} | {} |\n",
             langs(r),
             r.acquire_ok,
             r.acquire_ok_by_lang.get("go").map_or("-".into(), |n| n.to_string()),
             r.fenced.total(),
+            r.fence_writes_accepted,
+            r.fence_writes_refused,
+            r.stale_fence_writes,
             pol(&r.shadow),
             pol(&r.cas),
             r.token_duplicates,
@@ -938,20 +979,19 @@ pub fn render(r: &Report) -> String {
                 verdict(r.permit_holders_over + r.slot_overlaps + r.slot_out_of_range == 0)
             );
         }
-        "election" => {
-            s += &format!(
-                "election: SDK fence term writes accepted={} refused={} stale accepted={} believed leaders max={}   {}\n",
-                r.term_writes_accepted,
-                r.term_writes_refused,
-                r.stale_terms_accepted,
-                r.believed_holders_max,
-                verdict(r.stale_terms_accepted == 0)
-            );
-            for ex in &r.stale_term_examples {
-                s += &format!("    {ex}\n");
-            }
-        }
+        "election" => s += &format!("election: believed leaders max={}\n", r.believed_holders_max),
         _ => {}
+    }
+    let stale = match r.broken_fence {
+        true => format!("{} (a broken register: must be caught)", verdict(r.stale_fence_writes > 0)),
+        false => verdict(r.stale_fence_writes == 0).to_string(),
+    };
+    s += &format!(
+        "SDK fence writes: accepted={} refused={} stale accepted={}   {stale}\n",
+        r.fence_writes_accepted, r.fence_writes_refused, r.stale_fence_writes,
+    );
+    for ex in &r.stale_fence_examples {
+        s += &format!("    {ex}\n");
     }
     for f in &r.failures {
         s += &format!("FAIL: {f}\n");
@@ -1019,7 +1059,7 @@ mod tests {
             self
         }
         fn check(&self, canary: bool) -> Report {
-            check(&self.0, canary)
+            check(&self.0, Expect { canary, ..Expect::default() })
         }
         /// The run's label names the workload (`workload=semaphore permits=2`).
         fn workload(mut self, words: &str) -> Self {
@@ -1506,22 +1546,44 @@ mod tests {
     fn an_election_whose_register_refuses_the_deposed_leader_passes() {
         let r = election(false).check(false);
         assert_eq!(r.failures, Vec::<String>::new(), "{}", render(&r));
-        assert_eq!((r.workload.as_str(), r.term_writes_accepted, r.term_writes_refused), ("election", 2, 1));
+        assert_eq!((r.workload.as_str(), r.fence_writes_accepted, r.fence_writes_refused), ("election", 2, 1));
         assert!(render(&r).contains("stale accepted=0"), "{}", render(&r));
     }
 
     #[test]
     fn a_stale_term_the_sdk_register_accepted_fails_the_run() {
         let r = election(true).check(false);
-        assert_eq!(r.stale_terms_accepted, 1, "{}", render(&r));
-        assert!(r.failures.iter().any(|f| f.starts_with("election stale terms accepted")), "{:?}", r.failures);
-        assert!(r.stale_term_examples[0].contains("term 10") && r.stale_term_examples[0].contains("term 11 of b1"));
+        assert_eq!(r.stale_fence_writes, 1, "{}", render(&r));
+        assert!(r.failures.iter().any(|f| f.starts_with("stale writes accepted by the SDK fence")), "{:?}", r.failures);
+        assert!(r.stale_fence_examples[0].contains("token 10") && r.stale_fence_examples[0].contains("token 11 of b1"));
         // Concurrent writes are no evidence: b1's write completing after a1's began tells a1's register nothing.
         let mut h = election(true);
         for e in h.0.iter_mut().filter(|e| e.f.as_deref() == Some("fence-write") && e.session.as_deref() == Some("b1"))
         {
             e.t_ref += 50; // b1's ok now lands after a1's second invoke
         }
-        assert_eq!(h.check(false).stale_terms_accepted, 0);
+        assert_eq!(h.check(false).stale_fence_writes, 0);
+    }
+
+    #[test]
+    fn each_semaphore_slot_is_a_register_of_its_own() {
+        // The same writes, b1's to slot 1: a1's lower token on slot 0 is no stale write.
+        let mut h = election(true);
+        for e in h.0.iter_mut().filter(|e| e.f.as_deref() == Some("fence-write") && e.session.as_deref() == Some("b1"))
+        {
+            e.slot = Some(1);
+        }
+        assert_eq!(h.check(false).stale_fence_writes, 0);
+    }
+
+    #[test]
+    fn a_run_on_a_broken_register_passes_only_if_its_stale_write_is_caught() {
+        let broken = Expect { broken_fence: true, ..Expect::default() };
+        let r = check(&election(true).0, broken);
+        assert_eq!(r.failures, Vec::<String>::new(), "the stale write is the evidence: {}", render(&r));
+        assert!(render(&r).contains("must be caught"), "{}", render(&r));
+        let r = check(&election(false).0, broken);
+        assert!(r.failures.iter().any(|f| f.starts_with("broken register")), "{:?}", r.failures);
+        assert_eq!(stale_fence_count(&election(true).0), 1);
     }
 }

@@ -35,6 +35,9 @@ enum Cmd {
         /// Also require violations without fencing (the canary profile).
         #[arg(long)]
         canary: bool,
+        /// The run's build had a broken register: require stale writes accepted by the SDK fence instead of none.
+        #[arg(long)]
+        broken_fence: bool,
     },
     /// Prints the Markdown table of the runs in the given directories (their report.json).
     Table { runs: Vec<PathBuf> },
@@ -90,9 +93,9 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Check { history, canary } => match history::read(&history) {
+        Cmd::Check { history, canary, broken_fence } => match history::read(&history) {
             Ok(h) => {
-                let r = checker::check(&h, canary);
+                let r = checker::check(&h, checker::Expect { canary, broken_fence });
                 print!("{}", checker::render(&r));
                 if r.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
             }

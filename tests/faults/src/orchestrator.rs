@@ -65,6 +65,10 @@ pub struct RunArgs {
     /// another backend setting.
     #[arg(long)]
     pub url_query: Option<String>,
+    /// This locktest carries the `fence_accepts_older_token` mutant (tests/faults/run.sh builds it): the run must
+    /// show stale writes accepted by the SDK fence, and the canary keeps pausing holders until one shows.
+    #[arg(long)]
+    pub broken_fence: bool,
     /// Where history.jsonl and report.json go (default: <root>/target/faults/<backend>-<profile>-<seed>, with
     /// `-<workload>` after the backend for the rw lock and the semaphore).
     #[arg(long)]
@@ -781,12 +785,14 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
         // Robust by design, not by luck: a seed whose pauses happened not to bite keeps pausing holders until the
         // referee has recorded a violation without fencing, up to the cap; only faults that never bite fail it.
         let cap = faults_end + CANARY_EXTRA;
-        if checker::unfenced_violations(&shared.history.lock().unwrap_or_else(|p| p.into_inner())) == 0 {
-            eprintln!("locktest: {name}: no violation without fencing yet; pausing holders until one shows");
+        let bitten = || {
+            let h = shared.history.lock().unwrap_or_else(|p| p.into_inner());
+            checker::unfenced_violations(&h) > 0 && (!args.broken_fence || checker::stale_fence_count(&h) > 0)
+        };
+        if !bitten() {
+            eprintln!("locktest: {name}: the faults have not bitten yet; pausing holders until they do");
         }
-        while checker::unfenced_violations(&shared.history.lock().unwrap_or_else(|p| p.into_inner())) == 0
-            && Instant::now() < cap
-        {
+        while !bitten() && Instant::now() < cap {
             let step = nemesis::canary_step(&mut rng, ttl);
             run.inject(step).await?;
             run.respawn_dead()?;
@@ -804,15 +810,17 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
     let mut events = std::mem::take(&mut *shared.history.lock().unwrap_or_else(|p| p.into_inner()));
     let path = out.join("history.jsonl");
     history::write(&path, &mut events).map_err(|e| format!("{}: {e}", path.display()))?;
-    let report = checker::check(&events, args.profile == Profile::Canary);
+    let expect = checker::Expect { canary: args.profile == Profile::Canary, broken_fence: args.broken_fence };
+    let report = checker::check(&events, expect);
     let text = checker::render(&report);
     std::fs::write(out.join("report.txt"), &text).map_err(|e| e.to_string())?;
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     std::fs::write(out.join("report.json"), json).map_err(|e| e.to_string())?;
     print!("{text}");
     if !report.failures.is_empty() {
-        let canary = if args.profile == Profile::Canary { " --canary" } else { "" };
-        println!("replay the check: target/debug/locktest check {}{canary}", path.display());
+        let canary = if expect.canary { " --canary" } else { "" };
+        let broken = if expect.broken_fence { " --broken-fence" } else { "" };
+        println!("replay the check: target/debug/locktest check {}{canary}{broken}", path.display());
         println!(
             "re-run the schedule: target/debug/locktest run --backend {} --profile {} --seed {}{}",
             args.backend.name(),

@@ -1,11 +1,15 @@
 //! The referee: the protected resource, in the orchestrator's process and never faulted. Every request is applied
 //! three ways (SAFETY-TESTING.md §2.3) and logged with its decisions:
-//! - `fenced`: reads and writes pass iff `token ≥ max_token`, which they raise (the read must raise it too, §4);
+//! - `fenced`: reads and writes pass iff `token ≥ max_token`, which they raise (the read must raise it too, §4); a
+//!   write the SDK's own register on the backend refused (`fenced: false`, the worker's report of its answer) is
+//!   refused here too; an accepted or unknown answer (`true`, absent or null) leaves the order's view. The
+//!   checker's stale-write check runs on the registers' answers themselves;
 //! - `shadow`: everything passes — what a resource without fencing would have done;
 //! - `cas`: a read claims the register (`owner = token`); a write passes iff `owner == token`.
 //!
 //! Protocol (JSON lines over TCP, one reply per request):
-//! `{"op":"read"|"write","key":K,"client":C,"session":S,"token":T,"values":[f,s,c]}` (values: writes only)
+//! `{"op":"read"|"write","key":K,"client":C,"session":S,"token":T,"values":[f,s,c],"fenced":B}` (values and
+//! fenced: writes only; fenced defaults to true)
 //! → `{"ok":[f,s,c],"values":[f,s,c]}` (the register values after the request).
 
 use crate::clock::t_ref;
@@ -28,6 +32,9 @@ pub struct Request {
     /// The rw workload's `read`/`write` (readers of one run share a token and may interleave), logged for the checker.
     #[serde(default)]
     pub hold: Option<String>,
+    /// Whether the SDK's Fence register accepted this write (workers write there first); `None`: not known.
+    #[serde(default)]
+    pub fenced: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -58,6 +65,7 @@ impl Referee {
                 [fenced, true, true]
             }
             "write" => {
+                let fenced = fenced && req.fenced != Some(false);
                 let ok = [fenced, true, reg.owner == req.token];
                 if fenced {
                     reg.max_token = req.token;
@@ -129,6 +137,7 @@ mod tests {
             token,
             values,
             hold: None,
+            fenced: None,
         }
     }
 
@@ -146,5 +155,8 @@ mod tests {
         assert_eq!(e.after, Some([1, 2, 1]));
         // A stale read is refused by the fence alone; cas lets anyone claim.
         assert_eq!(r.apply(&req("read", 4, None), 5).ok, Some([false, true, true]));
+        // A write the SDK's register refused is refused here too, whatever the order says.
+        let refused = Request { fenced: Some(false), ..req("write", 6, Some([2, 3, 2])) };
+        assert_eq!(r.apply(&refused, 6).ok, Some([false, true, false]));
     }
 }

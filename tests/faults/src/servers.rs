@@ -64,9 +64,20 @@ impl Backend {
     }
 }
 
-/// A free TCP port on `ip` (the namespace is private, so nobody else races for it).
+/// A free TCP port on `ip` that this run has not handed out before (the namespace is private, so nobody else races
+/// for it). The probe's listener closes at once, and the kernel may give the same ephemeral port to the next probe:
+/// an etcd cluster once got one peer port twice ("has duplicate url").
 pub fn free_port(ip: &str) -> std::io::Result<u16> {
-    Ok(StdListener::bind((ip, 0))?.local_addr()?.port())
+    static HANDED: std::sync::Mutex<Vec<(String, u16)>> = std::sync::Mutex::new(Vec::new());
+    let mut handed = HANDED.lock().unwrap_or_else(|p| p.into_inner());
+    for _ in 0..256 {
+        let port = StdListener::bind((ip, 0))?.local_addr()?.port();
+        if !handed.iter().any(|(i, p)| i == ip && *p == port) {
+            handed.push((ip.to_string(), port));
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::other(format!("no port on {ip} that this run has not handed out already")))
 }
 
 /// Sets the death signal so no server or worker outlives the orchestrator, and a process group of its own so the

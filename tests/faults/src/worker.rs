@@ -268,10 +268,9 @@ async fn critical_section(
     }
     let mut read = base.clone();
     read["op"] = "read".into();
-    let (ok, mut values) = referee.call(read.clone()).await?;
-    if !ok[0] {
-        return Ok(()); // the fence says someone newer has been here: leave
-    }
+    // A refused read does not end the cycle: the shadow and cas registers must see what an unfenced resource
+    // would, and the fenced register refuses whatever follows anyway.
+    let (_, mut values) = referee.call(read.clone()).await?;
     // Work; the long tail crosses the TTL, so the watchdog must carry it.
     tokio::time::sleep(ttl.mul_f64(rng.random_range(0.1..1.5))).await;
     if hold == Hold::Read {
@@ -280,14 +279,8 @@ async fn critical_section(
         if lease.is_lost() {
             return Ok(());
         }
-        let (ok, _) = referee.call(read).await?;
-        if ok[0] {
-            out.emit("invoke", "renew", Some(session), Some(token), None);
-            match lease.renew(None).await {
-                Ok(()) => out.emit("ok", "renew", Some(session), Some(token), None),
-                Err(e) => out.emit("fail", "renew", Some(session), Some(token), Some(code(&e))),
-            }
-        }
+        referee.call(read).await?;
+        renew(lease, out, session).await;
         return Ok(());
     }
     let writes = if rng.random_bool(0.3) { 2 } else { 1 };
@@ -297,24 +290,17 @@ async fn critical_section(
         if lease.is_lost() {
             return Ok(());
         }
-        if hold == Hold::Leader && !term_write(client, args, token, session, out).await {
-            return Ok(()); // the SDK's register knows a newer term: deposed
-        }
+        // The SDK's own register on the backend decides the fenced write; the referee only records its answer
+        // (none when the answer is unknown: a timeout is no refusal).
+        let fenced = fence_write(client, &key, token, lease.slot(), session, out).await;
         let mut write = base.clone();
         write["op"] = "write".into();
+        write["fenced"] = json!(fenced);
         write["values"] = json!([values[0] + 1, values[1] + 1, values[2] + 1]);
-        let (ok, after) = referee.call(write).await?;
-        if !ok[0] {
-            return Ok(());
-        }
-        values = after;
+        (_, values) = referee.call(write).await?;
         if i == 0 {
             // An explicit renewal: P6 checks none succeeds after another session acquired.
-            out.emit("invoke", "renew", Some(session), Some(token), None);
-            match lease.renew(None).await {
-                Ok(()) => out.emit("ok", "renew", Some(session), Some(token), None),
-                Err(e) => out.emit("fail", "renew", Some(session), Some(token), Some(code(&e))),
-            }
+            renew(lease, out, session).await;
             if writes > 1 {
                 tokio::time::sleep(ttl.mul_f64(rng.random_range(0.0..0.3))).await;
             }
@@ -323,24 +309,40 @@ async fn critical_section(
     Ok(())
 }
 
-/// A leader's write of its term to the SDK's own Fence register on the backend (`<key>.term`): whether the register
-/// accepted it. The checker fails on an accepted term below one the register accepted before this write began.
-async fn term_write(client: &Client, args: &WorkerArgs, token: u64, session: &str, out: &Emitter) -> bool {
-    out.emit("invoke", "fence-write", Some(session), Some(token), None);
-    match client.fence(&format!("{}.term", args.key)).write(token, session.as_bytes()).await {
+/// An explicit renewal, with its events.
+async fn renew(lease: &Lease, out: &Emitter, session: &str) {
+    let token = lease.fence();
+    out.emit("invoke", "renew", Some(session), Some(token), None);
+    match lease.renew(None).await {
+        Ok(()) => out.emit("ok", "renew", Some(session), Some(token), None),
+        Err(e) => out.emit("fail", "renew", Some(session), Some(token), Some(code(&e))),
+    }
+}
+
+/// A write of the hold's token to the SDK's own Fence register `key` on the backend: whether the register accepted
+/// it, `None` when its answer is unknown (an indeterminate error). The checker fails on an accepted token below one
+/// the same register accepted before this write began.
+async fn fence_write(
+    client: &Client,
+    key: &str,
+    token: u64,
+    slot: Option<u32>,
+    session: &str,
+    out: &Emitter,
+) -> Option<bool> {
+    out.emit_hold("invoke", "fence-write", Some(session), Some(token), None, None, slot);
+    match client.fence(key).write(token, session.as_bytes()).await {
         Ok(()) => {
-            out.emit("ok", "fence-write", Some(session), Some(token), None);
-            true
+            out.emit_hold("ok", "fence-write", Some(session), Some(token), None, None, slot);
+            Some(true)
+        }
+        Err(e) if e.kind() == ErrorKind::Fenced => {
+            out.emit_hold("fail", "fence-write", Some(session), Some(token), Some(code(&e)), None, slot);
+            Some(false)
         }
         Err(e) => {
-            out.emit(
-                if e.kind() == ErrorKind::Fenced { "fail" } else { "info" },
-                "fence-write",
-                Some(session),
-                Some(token),
-                Some(code(&e)),
-            );
-            false
+            out.emit_hold("info", "fence-write", Some(session), Some(token), Some(code(&e)), None, slot);
+            None
         }
     }
 }

@@ -146,51 +146,50 @@ async function criticalSection(lease, session, hold) {
   // Each semaphore slot is a register of its own, fenced by the slot's token.
   const key = lease.slot === null || lease.slot === undefined ? args.key : `${args.key}.slot${lease.slot}`;
   const base = { key, client: args.client, session, token, ...(hold === undefined ? {} : { hold }) };
-  let [ok, values] = await referee.call({ ...base, op: 'read' });
-  if (!ok[0]) return; // the fence says someone newer has been here: leave
+  // A refused read does not end the cycle: the shadow and cas registers must see what an unfenced resource would.
+  let [, values] = await referee.call({ ...base, op: 'read' });
   await sleep(ttlMs * uniform(0.1, 1.5)); // work; the long tail crosses the TTL
   if (hold === 'read') {
     // A reader reads again at the end (the checker: no write in between), then renews once (P6).
     if (lease.signal.aborted) return;
-    [ok] = await referee.call({ ...base, op: 'read' });
-    if (!ok[0]) return;
-    emit('invoke', 'renew', session, token);
-    try {
-      await lease.renew();
-      emit('ok', 'renew', session, token);
-    } catch (e) {
-      emit('fail', 'renew', session, token, code(e));
-    }
+    await referee.call({ ...base, op: 'read' });
+    await renew(lease, session);
     return;
   }
   const writes = random() < 0.3 ? 2 : 1;
   for (let i = 0; i < writes; i++) {
     if (lease.signal.aborted) return; // a careful user; a pause right after this check is what fencing is for
-    if (hold === 'leader' && !(await termWrite(token, session))) return; // the SDK's register knows a newer term
-    [ok, values] = await referee.call({ ...base, op: 'write', values: values.map((v) => v + 1) });
-    if (!ok[0]) return;
+    // The SDK's own register on the backend decides the fenced write; the referee only records its answer.
+    const fenced = await fenceWrite(key, token, lease.slot, session);
+    [, values] = await referee.call({ ...base, op: 'write', fenced, values: values.map((v) => v + 1) });
     if (i === 0) {
-      emit('invoke', 'renew', session, token);
-      try {
-        await lease.renew();
-        emit('ok', 'renew', session, token);
-      } catch (e) {
-        emit('fail', 'renew', session, token, code(e));
-      }
+      await renew(lease, session);
       if (writes > 1) await sleep(ttlMs * uniform(0, 0.3));
     }
   }
 }
 
-// A leader's write of its term to the SDK's own Fence register (`<key>.term`): whether it was accepted.
-async function termWrite(token, session) {
-  emit('invoke', 'fence-write', session, token);
+async function renew(lease, session) {
+  emit('invoke', 'renew', session, lease.fence);
   try {
-    await client.fence(`${args.key}.term`).write(token, Buffer.from(session));
+    await lease.renew();
+    emit('ok', 'renew', session, lease.fence);
   } catch (e) {
-    emit(code(e) === 'FENCED' ? 'fail' : 'info', 'fence-write', session, token, code(e));
-    return false;
+    emit('fail', 'renew', session, lease.fence, code(e));
   }
-  emit('ok', 'fence-write', session, token);
+}
+
+// A write of the hold's token to the SDK's own Fence register `key` on the backend: whether it was accepted, null
+// when the answer is unknown (an indeterminate error is no refusal).
+async function fenceWrite(key, token, slot, session) {
+  emit('invoke', 'fence-write', session, token, undefined, undefined, slot);
+  try {
+    await client.fence(key).write(token, Buffer.from(session));
+  } catch (e) {
+    const refused = code(e) === 'FENCED';
+    emit(refused ? 'fail' : 'info', 'fence-write', session, token, code(e), undefined, slot);
+    return refused ? false : null;
+  }
+  emit('ok', 'fence-write', session, token, undefined, undefined, slot);
   return true;
 }

@@ -165,53 +165,49 @@ def critical_section(client, lease, hold, args, owner, referee, out, session, rn
     base = {"key": key, "client": args.client, "session": session, "token": token}
     if hold is not None:
         base["hold"] = hold
-    ok, values = referee.call({**base, "op": "read"})
-    if not ok[0]:
-        return  # the fence says someone newer has been here: leave
+    # A refused read does not end the cycle: the shadow and cas registers must see what an unfenced resource would.
+    _, values = referee.call({**base, "op": "read"})
     time.sleep(ttl * rng.uniform(0.1, 1.5))  # work; the long tail crosses the TTL
     if hold == "read":
         # A reader reads again at the end (the checker: no write in between), then renews once (P6).
         if lease.lost.is_set():
             return
-        ok, _ = referee.call({**base, "op": "read"})
-        if not ok[0]:
-            return
-        out.emit("invoke", "renew", session, token)
-        try:
-            lease.renew()
-            out.emit("ok", "renew", session, token)
-        except fencelock.LockError as e:
-            out.emit("fail", "renew", session, token, code(e))
+        referee.call({**base, "op": "read"})
+        renew(lease, out, session)
         return
     writes = 2 if rng.random() < 0.3 else 1
     for i in range(writes):
         if lease.lost.is_set():  # a careful user; a pause right after this check is what fencing is for
             return
-        if hold == "leader" and not term_write(client, args, token, session, out):
-            return  # the SDK's register knows a newer term: deposed
-        ok, values = referee.call({**base, "op": "write", "values": [v + 1 for v in values]})
-        if not ok[0]:
-            return
+        # The SDK's own register on the backend decides the fenced write; the referee only records its answer.
+        fenced = fence_write(client, key, token, lease.slot, session, out)
+        _, values = referee.call({**base, "op": "write", "fenced": fenced, "values": [v + 1 for v in values]})
         if i == 0:
-            out.emit("invoke", "renew", session, token)
-            try:
-                lease.renew()
-                out.emit("ok", "renew", session, token)
-            except fencelock.LockError as e:
-                out.emit("fail", "renew", session, token, code(e))
+            renew(lease, out, session)
             if writes > 1:
                 time.sleep(ttl * rng.uniform(0.0, 0.3))
 
 
-def term_write(client, args, token, session, out) -> bool:
-    """A leader's write of its term to the SDK's own Fence register (``<key>.term``): whether it was accepted."""
-    out.emit("invoke", "fence-write", session, token)
+def renew(lease, out, session) -> None:
+    out.emit("invoke", "renew", session, lease.fence)
     try:
-        client.fence(f"{args.key}.term").write(token, session.encode())
+        lease.renew()
+        out.emit("ok", "renew", session, lease.fence)
     except fencelock.LockError as e:
-        out.emit("fail" if code(e) == "FENCED" else "info", "fence-write", session, token, code(e))
-        return False
-    out.emit("ok", "fence-write", session, token)
+        out.emit("fail", "renew", session, lease.fence, code(e))
+
+
+def fence_write(client, key, token, slot, session, out):
+    """A write of the hold's token to the SDK's own Fence register ``key`` on the backend: whether it was accepted,
+    None when the answer is unknown (an indeterminate error is no refusal)."""
+    out.emit("invoke", "fence-write", session, token, slot=slot)
+    try:
+        client.fence(key).write(token, session.encode())
+    except fencelock.LockError as e:
+        refused = code(e) == "FENCED"
+        out.emit("fail" if refused else "info", "fence-write", session, token, code(e), slot=slot)
+        return False if refused else None
+    out.emit("ok", "fence-write", session, token, slot=slot)
     return True
 
 
