@@ -221,8 +221,8 @@ func runFaultsWorker(c workerConfig) {
 		}
 		out.emit("invoke", "release", session, h.token, "")
 		h.ending.Store(true)
-		// No client deadline on Unlock by default, like the SDK workers' release: a deadline turns the LOCK_LOST or
-		// NOT_HELD that tells of a loss into a TIMEOUT while fencelockd's link is frozen (tests/faults/README.md).
+		// A deadline of one TTL by default, as a real client has: fencelockd ends the etcd lease when it loses the
+		// backend lock, so the keep-alive stream tells of a loss even when Unlock times out (tests/faults/README.md).
 		uctx, ucancel := context.Background(), context.CancelFunc(func() {})
 		if c.unlockTimeout > 0 {
 			uctx, ucancel = context.WithTimeout(uctx, c.unlockTimeout)

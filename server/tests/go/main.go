@@ -49,8 +49,8 @@ func main() {
 	holdSpread := flag.Int64("hold-spread-ms", 0, "election-failover: kills held back by steps over this span")
 	seed := flag.Int64("seed", 0, "faults-worker: random seed")
 	key := flag.String("key", "register", "faults-worker: the referee's key")
-	unlockTimeout := flag.Duration("unlock-timeout", envDuration("FENCELOCK_GO_UNLOCK_TIMEOUT"),
-		"faults-worker: client deadline of Unlock (0 = none; default $FENCELOCK_GO_UNLOCK_TIMEOUT)")
+	unlockTimeout := flag.Duration("unlock-timeout", envDuration("FENCELOCK_GO_UNLOCK_TIMEOUT", -1),
+		"faults-worker: client deadline of Unlock (default $FENCELOCK_GO_UNLOCK_TIMEOUT, else one TTL; 0 = none)")
 	victim := flag.String("victim", "", "foreign mode: another client's lock key (NAME/<lease id in hex>)")
 	value := flag.String("value", "goclient", "elect mode: the value to campaign with")
 	tlsCA := flag.String("tls-ca", "", "connect over TLS, trusting this PEM CA")
@@ -65,6 +65,9 @@ func main() {
 	if *mode == "faults-worker" {
 		if *referee == "" || *client == "" || *name == "" {
 			fail("faults-worker needs -referee, -client and -name")
+		}
+		if *unlockTimeout < 0 {
+			*unlockTimeout = time.Duration(*ttlMs) * time.Millisecond // a real client's deadline
 		}
 		runFaultsWorker(workerConfig{endpoint: *endpoint, referee: *referee, client: *client, name: *name, key: *key,
 			ttl: time.Duration(*ttlMs) * time.Millisecond, unlockTimeout: *unlockTimeout, seed: *seed})
@@ -177,11 +180,11 @@ func Unlock(ctx context.Context, locks v3lockpb.LockClient, key []byte, opts ...
 	return err
 }
 
-// envDuration reads a duration from the environment (0 if unset); a bad value is an error naming the variable.
-func envDuration(name string) time.Duration {
+// envDuration reads a duration from the environment (unset if unset); a bad value is an error naming the variable.
+func envDuration(name string, unset time.Duration) time.Duration {
 	v := os.Getenv(name)
 	if v == "" {
-		return 0
+		return unset
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {

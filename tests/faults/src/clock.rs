@@ -4,6 +4,18 @@
 //! CLOCK_MONOTONIC included; it does not intercept the syscall itself, so every event of every process is stamped
 //! on the same, unfaked clock.
 
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The environment that gives a process (a client or a server) libfaketime with the offset in `file`, which the
+/// nemesis rewrites (`+4`, `-4`, `+0`): read again at every call, so a jump takes effect at once.
+pub fn faketime_env(file: &std::path::Path) -> [(&'static str, std::ffi::OsString); 3] {
+    [
+        ("LD_PRELOAD", LIBFAKETIME.into()),
+        ("FAKETIME_TIMESTAMP_FILE", file.as_os_str().to_owned()),
+        ("FAKETIME_NO_CACHE", "1".into()),
+    ]
+}
+
 /// Nanoseconds of the raw CLOCK_MONOTONIC.
 pub fn t_ref() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };

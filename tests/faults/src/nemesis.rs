@@ -51,6 +51,9 @@ impl Profile {
         if backend.has_leader() {
             f.push(LeaderKill);
         }
+        if backend.skewable().is_some() {
+            f.push(ServerClockJump);
+        }
         if backend == Backend::Mysql {
             f.push(ConnKill);
         }
@@ -70,6 +73,10 @@ pub enum Fault {
     ServerKill,
     /// SIGKILL a server member and restart it after ≥ TTL (the Redlock delayed-restart case).
     ServerKillDelayed,
+    /// Redlock: jump the wall clocks of one instance, or of a minority, forward by 2×TTL (the clockskew.c shim), back
+    /// after the duration. Forward is the direction that hurts: their keys expire at once, so another client may take those
+    /// instances, and only the majority that still holds the key keeps the lock single.
+    ServerClockJump,
     /// SIGKILL the etcd or ZooKeeper leader, restart it after up to 1.5×TTL.
     LeaderKill,
     /// Delay every chunk on the holder's links by 0.3–1×TTL.
@@ -88,10 +95,11 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 12] = [
+    pub const ALL: [Fault; 13] = [
         Fault::ClientPause,
         Fault::ClientKill,
         Fault::ClockJump,
+        Fault::ServerClockJump,
         Fault::ServerKill,
         Fault::ServerKillDelayed,
         Fault::LeaderKill,
@@ -115,6 +123,7 @@ impl Fault {
             Fault::ClientPause => "client-pause",
             Fault::ClientKill => "client-kill",
             Fault::ClockJump => "clock-jump",
+            Fault::ServerClockJump => "server-clock-jump",
             Fault::ServerKill => "server-kill",
             Fault::ServerKillDelayed => "server-kill-delayed",
             Fault::LeaderKill => "leader-kill",
@@ -213,6 +222,8 @@ mod tests {
         assert!(sentinel.contains(&Fault::SentinelFailover) && sentinel.contains(&Fault::MasterPause));
         assert!(!sentinel.iter().any(|f| matches!(f, Fault::ProxyDelay | Fault::ProxyFreeze | Fault::ProxyCut)));
         assert!(!Profile::Ci.faults(Backend::Redis).contains(&Fault::SentinelFailover));
+        assert!(!Profile::Ci.faults(Backend::Redis).contains(&Fault::ServerClockJump));
+        assert!(Profile::Ci.faults(Backend::Redlock5).contains(&Fault::ServerClockJump));
         for seed in 0..20 {
             let a = schedule(&mut StdRng::seed_from_u64(seed), &sentinel, ttl, Profile::Ci.fault_phase());
             assert!(sentinel.iter().all(|f| a.iter().any(|s| s.fault == *f)), "seed {seed}: not every fault: {a:?}");

@@ -21,7 +21,6 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::Notify;
 
-const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const WARM_UP: Duration = Duration::from_secs(3);
 /// Bound of the final phase: every client must acquire once within it after the heal.
 const FINAL_PHASE: Duration = Duration::from_secs(30);
@@ -258,7 +257,7 @@ impl Run {
             }
         }
         if let Some(clock) = &slot.clock {
-            cmd.env("LD_PRELOAD", LIBFAKETIME).env("FAKETIME_TIMESTAMP_FILE", clock).env("FAKETIME_NO_CACHE", "1");
+            cmd.envs(crate::clock::faketime_env(clock));
         }
         let stderr = std::fs::OpenOptions::new()
             .create(true)
@@ -380,6 +379,29 @@ impl Run {
                 tokio::time::sleep(d).await;
                 std::fs::write(&file, "+0\n").map_err(|e| e.to_string())?;
                 self.nemesis_event("stop", step.fault, vec![client], None, "+0s".into());
+            }
+            Fault::ServerClockJump => {
+                let Some((n, most)) = self.servers.backend.skewable() else { return Ok(()) };
+                let k = if step.pick < 0.5 { 1 } else { most };
+                let first = (step.pick * 2.0 * n as f64) as usize % n;
+                let chosen: Vec<usize> = (0..k).map(|j| (first + j) % n).collect();
+                let names: Vec<String> = chosen.iter().map(|&i| self.servers.members[i].name.clone()).collect();
+                let jump = 2 * self.args.ttl_ms.div_ceil(1000);
+                self.servers.set_clocks(&chosen, &format!("+{jump}")).map_err(|e| e.to_string())?;
+                // The jump must show in the servers' own TIME, or this fault would pass without biting.
+                let mut seen = Vec::new();
+                for (&i, name) in chosen.iter().zip(&names) {
+                    let offset = self.servers.clock_offset(i).await?;
+                    if offset < jump as f64 - 1.0 {
+                        return Err(format!("server-clock-jump: {name}'s TIME is {offset:+.1}s off, not +{jump}s"));
+                    }
+                    seen.push(format!("{name} {offset:+.1}s"));
+                }
+                let detail = format!("+{jump}s on {k} of {n} for {ms}ms (TIME: {})", seen.join(", "));
+                self.nemesis_event("start", step.fault, names.clone(), None, detail);
+                tokio::time::sleep(d).await;
+                self.servers.set_clocks(&chosen, "+0").map_err(|e| e.to_string())?;
+                self.nemesis_event("stop", step.fault, names, None, "+0s".into());
             }
             Fault::ServerKill | Fault::ServerKillDelayed | Fault::LeaderKill => {
                 let n = self.servers.members.len();
@@ -821,8 +843,10 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
         let canary = if expect.canary { " --canary" } else { "" };
         let broken = if expect.broken_fence { " --broken-fence" } else { "" };
         println!("replay the check: target/debug/locktest check {}{canary}{broken}", path.display());
+        // The running binary, not target/debug/locktest: the broken-register run is a build of its own.
+        let exe = std::env::current_exe().map_or_else(|_| "target/debug/locktest".into(), |p| p.display().to_string());
         println!(
-            "re-run the schedule: target/debug/locktest run --backend {} --profile {} --seed {}{}",
+            "re-run the schedule: {exe} run --backend {} --profile {} --seed {}{}{broken}",
             args.backend.name(),
             args.profile.name(),
             args.seed,

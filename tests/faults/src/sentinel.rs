@@ -51,8 +51,8 @@ pub fn sentinel_args(port: u16, dir: &Path, master: u16) -> std::io::Result<Vec<
     Ok(vec![conf.to_string_lossy().into_owned(), "--sentinel".into()])
 }
 
-/// Runs `redis-cli` against `addr`; its stdout lines, or why not.
-async fn cli(addr: SocketAddr, args: &[&str]) -> Result<Vec<String>, String> {
+/// Runs `redis-cli` against `addr` (a sentinel or a data node); its stdout lines, or why not.
+pub async fn cli(addr: SocketAddr, args: &[&str]) -> Result<Vec<String>, String> {
     let run = tokio::process::Command::new("redis-cli")
         .args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()])
         .args(args)

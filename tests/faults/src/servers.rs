@@ -15,7 +15,10 @@ pub enum Backend {
     Redis,
     /// One master, two replicas, three sentinels (sentinel.rs).
     RedisSentinel,
+    /// Three independent Redis servers.
     Redlock,
+    /// Five independent Redis servers: a minority of two may fail or skew.
+    Redlock5,
     Etcd,
     Zk,
     Postgres,
@@ -30,6 +33,7 @@ impl Backend {
             Backend::Redis => "redis",
             Backend::RedisSentinel => "redis-sentinel(1+2)",
             Backend::Redlock => "redlock(3)",
+            Backend::Redlock5 => "redlock(5)",
             Backend::Etcd => "etcd(3)",
             Backend::Zk => "zk(3)",
             Backend::Postgres => "postgres",
@@ -44,6 +48,7 @@ impl Backend {
             Backend::Redis => "redis",
             Backend::RedisSentinel => "redis-sentinel",
             Backend::Redlock => "redlock",
+            Backend::Redlock5 => "redlock5",
             Backend::Etcd => "etcd",
             Backend::Zk => "zk",
             Backend::Postgres => "postgres",
@@ -55,6 +60,16 @@ impl Backend {
     /// Whether the backend elects a leader the nemesis can kill.
     pub fn has_leader(self) -> bool {
         matches!(self, Backend::Etcd | Backend::Zk)
+    }
+
+    /// Independent Redis servers whose clocks the nemesis may move: the instances, and how many may be skewed at
+    /// once (a minority, which Redlock's majority must outvote).
+    pub fn skewable(self) -> Option<(usize, usize)> {
+        match self {
+            Backend::Redlock => Some((3, 1)),
+            Backend::Redlock5 => Some((5, 2)),
+            _ => None,
+        }
     }
 
     /// Whether clients reach the servers through the per-slot fault proxies. Sentinel hands clients the data nodes'
@@ -113,6 +128,8 @@ pub struct Member {
     user: Option<(u32, u32)>,
     log: PathBuf,
     pub pid: Option<u32>,
+    /// The clock shim (clockskew.c) and its offset file, for a member whose clock the nemesis may move.
+    clock: Option<(PathBuf, PathBuf)>,
 }
 
 impl Member {
@@ -122,6 +139,9 @@ impl Member {
         cmd.args(&self.args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
         if let Some((uid, gid)) = self.user {
             cmd.uid(uid).gid(gid).current_dir("/");
+        }
+        if let Some((shim, clock)) = &self.clock {
+            cmd.env("LD_PRELOAD", shim).env("FENCELOCK_CLOCK_FILE", clock);
         }
         own_group(&mut cmd);
         let child = cmd.spawn().map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.program)))?;
@@ -216,6 +236,23 @@ fn postgres_user() -> Result<(u32, u32), String> {
     Ok(unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
 }
 
+/// Compiles clockskew.c, the wall-clock shim of the server-clock-jump fault (libfaketime hangs Debian's jemalloc-linked
+/// redis-server), into `dir`; the C compiler is the one cargo links with.
+fn build_clock_shim(dir: &Path) -> Result<PathBuf, String> {
+    let (src, lib) = (dir.join("clockskew.c"), dir.join("libclockskew.so"));
+    std::fs::write(&src, include_str!("../clockskew.c")).map_err(|e| e.to_string())?;
+    let out = Command::new("cc")
+        .args(["-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("cc (building the clock shim): {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cc clockskew.c failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(lib)
+}
+
 const MARIADBD: &str = "/usr/sbin/mariadbd";
 
 /// The database the mysql clients use; the server's `--init-file` creates it at every start, before it serves.
@@ -248,13 +285,14 @@ impl Servers {
                 args,
                 user,
                 pid: None,
+                clock: None,
             });
         };
         let mut file = None;
         match backend {
             Backend::Sqlite => file = Some(data.join("locks.db")),
-            Backend::Redis | Backend::Redlock => {
-                let n = if backend == Backend::Redis { 1 } else { 3 };
+            Backend::Redis | Backend::Redlock | Backend::Redlock5 => {
+                let n = backend.skewable().map_or(1, |(n, _)| n);
                 for i in 1..=n {
                     let port = free_port("127.0.0.1").map_err(err)?;
                     let dir = data.join(format!("redis{i}"));
@@ -448,6 +486,14 @@ impl Servers {
                 member("mariadb".into(), port, MARIADBD, args, None);
             }
         }
+        if backend.skewable().is_some() {
+            let shim = build_clock_shim(data)?;
+            for m in &mut members {
+                let clock = data.join(format!("clock-{}", m.name));
+                std::fs::write(&clock, "+0\n").map_err(err)?;
+                m.clock = Some((shim.clone(), clock));
+            }
+        }
         let mut servers = Servers { backend, members, file };
         // Sentinels start once their replicas have synced (orchestrator's readiness).
         for m in servers.members.iter_mut().filter(|m| m.role != Role::Sentinel) {
@@ -467,7 +513,7 @@ impl Servers {
                 let s: Vec<String> = self.sentinels().iter().map(|a| a.to_string()).collect();
                 format!("redis+sentinel://{}/{}", s.join(","), sentinel::MASTER)
             }
-            Backend::Redlock => format!("redlock://{}", hosts.join(",")),
+            Backend::Redlock | Backend::Redlock5 => format!("redlock://{}", hosts.join(",")),
             Backend::Etcd => format!("etcd://{}", hosts.join(",")),
             Backend::Zk => format!("zk://{}", hosts.join(",")),
             Backend::Postgres => format!("postgres://postgres@{}/postgres", hosts[0]),
@@ -494,6 +540,29 @@ impl Servers {
 
     /// Starts a stopped member; a Sentinel data node as a replica of the master the sentinels name now (never as a
     /// second, empty master), or as a master if they name it.
+    /// Sets the libfaketime offset (`+4`, `+0`) of the members `which`; a member without a clock file is an error.
+    pub fn set_clocks(&self, which: &[usize], offset: &str) -> std::io::Result<()> {
+        for &i in which {
+            let m = &self.members[i];
+            let (_, clock) =
+                m.clock.as_ref().ok_or_else(|| std::io::Error::other(format!("{} has no fake clock", m.name)))?;
+            std::fs::write(clock, format!("{offset}\n"))?;
+        }
+        Ok(())
+    }
+
+    /// How far member `i`'s clock (Redis `TIME`) is ahead of ours, in seconds: proof that a clock jump took.
+    pub async fn clock_offset(&self, i: usize) -> Result<f64, String> {
+        let m = &self.members[i];
+        let lines = sentinel::cli(m.addr, &["TIME"]).await?;
+        let num = |j: usize| lines.get(j).and_then(|l| l.trim().parse::<f64>().ok());
+        let (Some(secs), Some(us)) = (num(0), num(1)) else {
+            return Err(format!("{}: TIME answered {lines:?}", m.name));
+        };
+        let ours = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_err(|e| e.to_string())?;
+        Ok(secs + us / 1e6 - ours.as_secs_f64())
+    }
+
     pub async fn restart(&mut self, i: usize) -> std::io::Result<()> {
         if matches!(self.members[i].role, Role::Data(_)) {
             let master = sentinel::master(&self.sentinels()).await.map(|a| a.port());

@@ -331,18 +331,53 @@ async fn fence_write(
     out: &Emitter,
 ) -> Option<bool> {
     out.emit_hold("invoke", "fence-write", Some(session), Some(token), None, None, slot);
-    match client.fence(key).write(token, session.as_bytes()).await {
-        Ok(()) => {
-            out.emit_hold("ok", "fence-write", Some(session), Some(token), None, None, slot);
-            Some(true)
+    let result = client.fence(key).write(token, session.as_bytes()).await;
+    let answer = fence_answer(&result);
+    let kind = match answer {
+        Some(true) => "ok",
+        Some(false) => "fail",
+        None => "info",
+    };
+    out.emit_hold(kind, "fence-write", Some(session), Some(token), result.as_ref().err().map(code), None, slot);
+    answer
+}
+
+/// What a register's answer says: accepted, refused (`FENCED`), or unknown. Any other error is unknown, never a
+/// refusal: a timeout or a cut connection says nothing of what the register did, and P5 counts every refusal as a
+/// loss the client must have been told of.
+fn fence_answer(result: &fencelock::Result<()>) -> Option<bool> {
+    match result {
+        Ok(()) => Some(true),
+        Err(e) if e.kind() == ErrorKind::Fenced => Some(false),
+        Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencelock::Error;
+
+    #[test]
+    fn only_a_fenced_error_is_a_refusal_and_any_other_error_is_unknown() {
+        assert_eq!(fence_answer(&Ok(())), Some(true));
+        assert_eq!(fence_answer(&Err(Error::new(ErrorKind::Fenced, "token 3 below 5"))), Some(false));
+        for kind in [ErrorKind::Unavailable, ErrorKind::Timeout, ErrorKind::Closed, ErrorKind::Internal] {
+            assert_eq!(fence_answer(&Err(Error::new(kind, "no answer"))), None, "{kind:?}");
         }
-        Err(e) if e.kind() == ErrorKind::Fenced => {
-            out.emit_hold("fail", "fence-write", Some(session), Some(token), Some(code(&e)), None, slot);
-            Some(false)
-        }
-        Err(e) => {
-            out.emit_hold("info", "fence-write", Some(session), Some(token), Some(code(&e)), None, slot);
-            None
-        }
+    }
+
+    #[tokio::test]
+    async fn a_real_register_answers_accepted_then_fenced() {
+        let dir = std::env::temp_dir().join(format!("locktest-fence-answer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let client = Client::connect(&format!("sqlite:{}", dir.join("f.db").display())).await.expect("sqlite");
+        let out = Emitter { client: "test".into(), pid: 0, seq: AtomicU64::new(0) };
+        // Above any clock seed: a register seeds itself from the clock in µs and refuses what lies below.
+        let newer = 1 << 62;
+        assert_eq!(fence_write(&client, "r", newer, None, "s", &out).await, Some(true));
+        assert_eq!(fence_write(&client, "r", newer - 1, None, "s", &out).await, Some(false));
+        drop(client);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
