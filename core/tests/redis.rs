@@ -692,7 +692,7 @@ async fn a_renewal_after_the_server_restarted_empty_says_lost() {
         return;
     }
     let port = support::own_redis::free_port();
-    let mut server = support::own_redis::spawn(port).await;
+    let mut server = support::own_redis::spawn_granting(port).await;
     let client = Client::connect(&format!("redis://127.0.0.1:{port}")).await.unwrap();
     let lease = client.lock("restarted", &LockOptions::default().watchdog(false)).await.unwrap();
     server.kill().await.unwrap();
@@ -711,7 +711,7 @@ async fn a_register_refuses_tokens_from_before_a_restart_that_lost_it() {
         return;
     }
     let port = support::own_redis::free_port();
-    let mut server = support::own_redis::spawn(port).await;
+    let mut server = support::own_redis::spawn_granting(port).await;
     let url = format!("redis://127.0.0.1:{port}");
     let client = Client::connect(&url).await.unwrap();
     let opts = LockOptions::default().watchdog(false);
@@ -741,9 +741,59 @@ async fn a_register_refuses_tokens_from_before_a_restart_that_lost_it() {
         assert_eq!(err.kind(), ErrorKind::Fenced, "{who}: {err}");
         assert!(err.message().contains("registers refuse tokens from before a loss of data"), "{err}");
     }
+    support::own_redis::past_first_second(port).await;
     let after = client.lock("reg", &opts).await.unwrap();
     assert!(after.fence() > newer, "{} <= {newer}", after.fence());
     register.write(after.fence(), b"after").await.unwrap();
     assert_eq!(register.read().await.unwrap(), (after.fence(), b"after".to_vec()));
     after.release().await.unwrap();
+}
+
+/// A grant, retried (bounded) while the server refuses it in its first second: the refusals' messages.
+async fn grant_when_ready(client: &Client, name: &str) -> (u64, Vec<String>) {
+    let opts = LockOptions::default().watchdog(false);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut refusals = Vec::new();
+    loop {
+        match client.lock(name, &opts).await {
+            Ok(lease) => {
+                let token = lease.fence();
+                lease.release().await.unwrap();
+                return (token, refusals);
+            }
+            Err(e) if e.kind() == ErrorKind::Unavailable && Instant::now() < deadline => {
+                refusals.push(e.message().to_string());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// No token twice across two starts of a server within one wall-clock second. Both starts have the same start
+/// floor (whole seconds: INFO's uptime), so the server grants nothing while its clock is below the floor: before,
+/// the first grant after a start was the floor itself, ahead of the clock, and the successor granted it again
+/// (the faults suite's seed 7: a server-kill half a second after a restart gave readers a writer's token).
+#[tokio::test]
+async fn two_starts_within_one_second_never_grant_a_token_twice() {
+    if !support::own_redis::installed() {
+        return;
+    }
+    // Early in a wall-clock second, so that the restart below most likely falls within the same one.
+    let ms = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_millis();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while ms() > 100 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let port = support::own_redis::free_port();
+    let mut server = support::own_redis::spawn(port).await;
+    let client = Client::connect(&format!("redis://127.0.0.1:{port}")).await.unwrap();
+    let (first, refused) = grant_when_ready(&client, "same-second").await;
+    for m in &refused {
+        assert!(m.contains("started less than a second ago") || m.contains("connect"), "{m}");
+    }
+    server.kill().await.unwrap();
+    let _server = support::own_redis::spawn(port).await;
+    let (second, _) = grant_when_ready(&client, "same-second").await;
+    assert!(second > first, "a token again after a restart: {first} then {second}");
 }

@@ -10,7 +10,8 @@
 #
 # Needs root (unshare -n), the debug build of the workspace (locktest, fencelockd), the Python venv (target/python/venv)
 # and the Node addon (node/), which the earlier stages of scripts/test.sh make, and Go (/usr/local/go/bin/go) for the
-# worker on etcd's Go clients, built here into target/faults/goworker. It ignores the FENCELOCK_TEST_* servers of the other
+# worker on etcd's Go clients, built here into target/faults/goworker, as is the C worker (gcc, libjansson-dev,
+# the build's libfencelock_ffi.so) into target/faults/cworker. It ignores the FENCELOCK_TEST_* servers of the other
 # stages: those live in the machine's namespace, which this suite never touches.
 set -euo pipefail
 
@@ -19,7 +20,7 @@ readonly ROOT
 readonly LOCKTEST=$ROOT/target/debug/locktest
 readonly BACKENDS=${FENCELOCK_FAULTS_BACKENDS:-redis redis-sentinel redlock redlock5 etcd zk postgres mysql sqlite}
 # The SDK workers' languages (locktest --langs) and whether the ci runs add the Go worker: a reduced local run says so.
-readonly LANGS=${FENCELOCK_FAULTS_LANGS:-rust,python,node}
+readonly LANGS=${FENCELOCK_FAULTS_LANGS:-rust,python,node,c}
 readonly NO_GO=${FENCELOCK_FAULTS_NO_GO:-0}
 readonly SEED=${FENCELOCK_FAULTS_SEED:-$((RANDOM * 32768 + RANDOM))}
 # The read-write lock, semaphore and election workloads (ci, no Go worker: etcd's lock API has none). A backend whose
@@ -38,6 +39,7 @@ ensure_packages() {
     [[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]] || missing+=(faketime)
     command -v ip >/dev/null || missing+=(iproute2)
     command -v unshare >/dev/null || missing+=(util-linux)
+    [[ -f /usr/include/jansson.h ]] || missing+=(libjansson-dev)
     ((${#missing[@]})) || return 0
     local sudo=()
     ((EUID == 0)) || sudo=(sudo)
@@ -54,6 +56,17 @@ build_go_worker() {
     # -buildvcs=false: a fresh clone's git metadata is not the program's concern; GOTOOLCHAIN=local: never fetch a Go.
     (cd server/tests/go && GOTOOLCHAIN=local go build -buildvcs=false -o "$ROOT/target/faults/goworker" .) ||
         die "building the Go worker (server/tests/go) failed"
+}
+
+# The C worker: workers/worker.c on the C API, linked to the build's libfencelock_ffi.so; jansson parses the
+# referee's replies (libjansson-dev, which the C stage installs too).
+build_c_worker() {
+    local lib=$ROOT/target/debug
+    [[ -e $lib/libfencelock_ffi.so ]] || cargo build -q -p fencelock-ffi || die "building libfencelock_ffi failed"
+    mkdir -p target/faults
+    gcc -std=c11 -O1 -g -Wall -Wextra -Werror -I"$ROOT/ffi/include" tests/faults/workers/worker.c \
+        -o target/faults/cworker -L"$lib" -lfencelock_ffi "-Wl,-rpath,$lib" -pthread -ljansson ||
+        die "building the C worker (tests/faults/workers/worker.c) failed"
 }
 
 # The fence check must be able to fail: a locktest whose core carries the fence_accepts_older_token mutant
@@ -114,7 +127,7 @@ main() {
     else
         [[ -x $LOCKTEST && -x target/debug/fencelockd ]] || cargo build -p fencelock-faults -p fencelockd
     fi
-    [[ $LANGS == rust,python,node ]] || log "reduced run: SDK workers in $LANGS only (FENCELOCK_FAULTS_LANGS)"
+    [[ $LANGS == rust,python,node,c ]] || log "reduced run: SDK workers in $LANGS only (FENCELOCK_FAULTS_LANGS)"
     if [[ ,$LANGS, == *,python,* ]]; then
         [[ -x target/python/venv/bin/python ]] || die "no Python venv with fencelock (python/run-tests.sh makes it)"
         target/python/venv/bin/python -c 'import fencelock' || die "fencelock is not installed in target/python/venv"
@@ -123,6 +136,7 @@ main() {
         compgen -G 'node/fencelock.*.node' >/dev/null || die "the Node addon is not built (node/run-tests.sh builds it)"
     fi
     [[ $NO_GO == 1 ]] || build_go_worker
+    [[ ,$LANGS, != *,c,* ]] || build_c_worker
 
     log "seed $SEED (FENCELOCK_FAULTS_SEED=$SEED tests/faults/run.sh repeats the schedules); $JOBS runs at a time"
     # Before the first run starts: the build swaps target/debug/locktest for a moment, and runs exec it.

@@ -86,19 +86,27 @@ local function start_floor(t)
   local up = string.match(redis.call('info', 'server'), 'uptime_in_seconds:(%d+)')
   return string.format('%d', tonumber(t[1]) - tonumber(up) + 1) .. '000000'
 end
+local function not_before(floor, now)
+  if tonumber(floor) > tonumber(now) then
+    error({err = 'TRYAGAIN fencelock: this server started less than a second ago; no grant before its start floor'})
+  end
+end
 "
     };
 }
 
 /// Lua that defines `start_floor(t)`: given the server's TIME reply `t`, the first whole second after this server
-/// process started, in unix µs, as a decimal string. Every token a process of this server granted before the start
-/// is below it, and every token this process grants is at or above it (`NEXT_TOKEN` and the semaphore's slot
-/// counter take it as a lower bound); a fence register refuses tokens below it, so a register this process never
-/// wrote, whose last write was lost with the restart, still refuses a holder paused across the restart. INFO
-/// gives the uptime in whole seconds only, hence the round up: in its first second a process hands out tokens ahead
-/// of its clock. Limit: two starts of a server within one wall-clock second share a floor, so a process that dies
-/// within a second of its start can leave tokens its successor's floor does not refuse. Cost: one `INFO server` per
-/// grant and per register write.
+/// process started, in unix µs, as a decimal string; and `not_before(floor, now)`, which refuses a grant while the
+/// clock is still below the floor. Every token a process of this server granted before the start is below the
+/// floor, and every token this process grants is at or above it (`NEXT_TOKEN` and the semaphore's slot counter);
+/// a fence register refuses tokens below it, so a register this process never wrote, whose last write was lost with
+/// the restart, still refuses a holder paused across the restart. INFO gives the uptime in whole seconds only,
+/// hence the round up, and hence no grant in a process's first partial second: a token granted then would be the
+/// floor, ahead of the clock, and a successor started within the same wall-clock second has the same floor, so it
+/// would grant that token again (the faults suite saw it: a `server-kill` half a second after a restart, seed 7).
+/// Refused, the grant fails `TRYAGAIN` (UNAVAILABLE, retryable) for at most a second after a start. So every token
+/// is at most its server's clock when granted, and a successor's floor, above its start, is above all of them.
+/// Cost: one `INFO server` per grant and per register write.
 pub(super) const START_FLOOR: &str = start_floor_lua!();
 
 /// Lua that sets `token` to the next fence token of counter KEYS[2]: `max(counter + 1, server TIME in µs, start
@@ -109,8 +117,7 @@ pub(super) const NEXT_TOKEN: &str = concat!(
     start_floor_lua!(),
     r"  local t = redis.call('time')
   local now = t[1] .. string.format('%06d', tonumber(t[2]))
-  local floor = start_floor(t)
-  if tonumber(floor) > tonumber(now) then now = floor end
+  not_before(start_floor(t), now)
   token = redis.call('incr', KEYS[2])
   if tonumber(now) > token then
     redis.call('set', KEYS[2], now)
@@ -191,9 +198,14 @@ fn fence_key(resource: &str) -> String {
     format!("fencelock_fence:{{{resource}}}")
 }
 
-/// Errors that mean "unreachable now" rather than a bug or an unexpected reply.
+/// Errors that mean "unreachable now" rather than a bug or an unexpected reply; `TRYAGAIN` is also a grant asked of
+/// a server in its first second ([`START_FLOOR`]).
 pub(super) fn is_transient(e: &RedisError) -> bool {
-    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.kind() == RedisErrorKind::Server(ServerErrorKind::TryAgain)
 }
 
 /// Routes pushed messages to the waiters of their channel.

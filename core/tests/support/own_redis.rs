@@ -46,9 +46,17 @@ pub async fn spawn(port: u16) -> Child {
     child
 }
 
+/// [`spawn`], then [`past_first_second`]: a server that grants at once (it refuses grants in its first second).
+pub async fn spawn_granting(port: u16) -> Child {
+    let child = spawn(port).await;
+    past_first_second(port).await;
+    child
+}
+
 /// Waits (bounded) until the server on `port` has been up a whole second. Fence registers and token seeds tell a
-/// restart apart by the whole second of the server's start (redis.rs `START_FLOOR`), so a test that restarts a
-/// server and expects the floor to move waits this long first.
+/// restart apart by the whole second of the server's start (redis.rs `START_FLOOR`), and a server grants nothing
+/// before that (`TRYAGAIN`), so a test that grants at once or restarts a server and expects the floor to move waits
+/// this long first.
 pub async fn past_first_second(port: u16) {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
     let mut raw = client.get_multiplexed_async_connection().await.unwrap();

@@ -115,21 +115,23 @@ pub enum Lang {
     Rust,
     Python,
     Node,
+    /// The C API (ffi/include/fencelock.h): workers/worker.c, built by run.sh into target/faults/cworker.
+    C,
     /// etcd's Go clients through the slot's own fencelockd.
     Go,
 }
 
 fn parse_lang(name: &str) -> Result<Lang, String> {
-    [Lang::Rust, Lang::Python, Lang::Node]
+    [Lang::Rust, Lang::Python, Lang::Node, Lang::C]
         .into_iter()
         .find(|l| l.name() == name)
-        .ok_or_else(|| format!("unknown worker language {name:?} (one of rust, python, node)"))
+        .ok_or_else(|| format!("unknown worker language {name:?} (one of rust, python, node, c)"))
 }
 
 impl Lang {
     /// Whether its worker has the rw and semaphore workloads (the Go worker speaks etcd's lock API only).
     fn has_workloads(self) -> bool {
-        matches!(self, Lang::Rust | Lang::Python | Lang::Node)
+        matches!(self, Lang::Rust | Lang::Python | Lang::Node | Lang::C)
     }
 
     fn name(self) -> &'static str {
@@ -137,6 +139,7 @@ impl Lang {
             Lang::Rust => "rust",
             Lang::Python => "python",
             Lang::Node => "node",
+            Lang::C => "c",
             Lang::Go => "go",
         }
     }
@@ -243,6 +246,7 @@ impl Run {
                 c.arg(args.root.join("tests/faults/workers/worker.py"));
                 c
             }
+            Lang::C => Command::new(args.root.join("target/faults/cworker")), // checked at the start
             Lang::Node => {
                 let mut c = Command::new("node");
                 c.arg(args.root.join("tests/faults/workers/worker.mjs"));
@@ -730,6 +734,10 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
             "no Go worker at {} (tests/faults/run.sh builds it; --no-go runs without)",
             args.go_worker.display()
         ));
+    }
+    let cworker = args.root.join("target/faults/cworker");
+    if langs.contains(&Lang::C) && !cworker.is_file() {
+        return Err(format!("no C worker at {} (tests/faults/run.sh builds it)", cworker.display()));
     }
     let mut slots = Vec::new();
     for i in 0..args.clients + usize::from(go) {

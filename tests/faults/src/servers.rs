@@ -154,15 +154,23 @@ impl Member {
         Ok(())
     }
 
-    /// SIGKILL to the member's process group; returns once the leader and the rest of its group are gone (a child
-    /// still dying may hold the listening socket, and a restart at once then fails to bind).
+    /// SIGKILL to the member's process group and to every descendant that left it (PostgreSQL's backends call
+    /// setsid()): the whole server dies, as in a crash. Returns once all are gone: a child still dying may hold the
+    /// listening socket or PostgreSQL's shared memory, and a restart at once then fails ("pre-existing shared
+    /// memory block is still in use", seen once three runs shared the machine).
     pub fn kill(&mut self) {
         if let Some(pid) = self.pid.take() {
-            // SAFETY: signals a process group this suite created.
-            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
-            for _ in 0..100 {
+            let strays = descendants(pid);
+            // SAFETY: signals a process group this suite created, and processes descended from its leader.
+            unsafe {
+                libc::kill(-(pid as i32), libc::SIGKILL);
+                for &c in &strays {
+                    libc::kill(c as i32, libc::SIGKILL);
+                }
+            }
+            for _ in 0..250 {
                 // SAFETY: signal 0 only asks whether any process of the group is left.
-                if !alive(pid) && unsafe { libc::kill(-(pid as i32), 0) } != 0 {
+                if !alive(pid) && unsafe { libc::kill(-(pid as i32), 0) } != 0 && !strays.iter().any(|&c| alive(c)) {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
@@ -200,6 +208,32 @@ pub fn child_setup() {
 }
 
 /// Whether `pid` exists and is no zombie.
+/// The processes descended from `pid` now, read from /proc (parents first).
+fn descendants(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let ppid = stat.rsplit(") ").next()?.split_whitespace().nth(1)?.parse().ok()?;
+            Some((p, ppid))
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for &(c, parent) in &parents {
+            if parent == p && !out.contains(&c) {
+                out.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    out
+}
+
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => stat.rsplit(") ").next().is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X')),
@@ -687,4 +721,40 @@ async fn four_letter(addr: SocketAddr, word: &str) -> Option<String> {
         Some(out)
     };
     tokio::time::timeout(Duration::from_secs(2), io).await.ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kill_takes_the_descendants_that_left_the_group() {
+        // A child that leaves the group with setsid, as PostgreSQL's backends do.
+        let log = std::env::temp_dir().join(format!("locktest-kill-{}.log", std::process::id()));
+        let mut m = Member {
+            name: "sh".into(),
+            role: Role::Server,
+            addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+            program: "sh".into(),
+            args: vec!["-c".into(), "setsid sleep 60 & sleep 60".into()],
+            user: None,
+            log: log.clone(),
+            pid: None,
+            clock: None,
+        };
+        m.start().expect("sh");
+        let leader = m.pid.expect("started");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let strays = loop {
+            let d = descendants(leader);
+            if d.len() >= 2 || std::time::Instant::now() > deadline {
+                break d;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(strays.len(), 2, "sh's two sleeps: {strays:?}");
+        m.kill();
+        assert!(!alive(leader) && strays.iter().all(|&c| !alive(c)), "{strays:?} outlived the kill");
+        let _ = std::fs::remove_file(&log);
+    }
 }

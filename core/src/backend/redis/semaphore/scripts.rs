@@ -67,8 +67,7 @@ end
 local function next_token(slot)
   local t = redis.call('time')
   local clock = t[1] .. string.format('%06d', tonumber(t[2]))
-  local floor = start_floor(t)
-  if tonumber(floor) > tonumber(clock) then clock = floor end
+  not_before(start_floor(t), clock)
   local token = redis.call('hincrby', KEYS[5], slot, 1)
   if tonumber(clock) > token then
     redis.call('hset', KEYS[5], slot, clock)
