@@ -105,10 +105,12 @@ if tonumber(redis.call('get', KEYS[1])) >= 1 then
   end
   for slot = 0, n - 1 do
     if not taken[slot] then
+      -- The token first: in a server's first second next_token refuses, and must leave no permit taken.
+      local token = next_token(slot)
       redis.call('decr', KEYS[1])
       redis.call('zadd', KEYS[2], now + ttl, id)
       redis.call('hset', KEYS[4], slot, id)
-      return {1, next_token(slot), slot}
+      return {1, token, slot}
     end
   end
 end
