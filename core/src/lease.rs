@@ -136,14 +136,33 @@ impl Hold {
         self.end_tx.send_replace(Some(LeaseEnd::Lost(reason)));
     }
 
+    /// Fires the lost signal if the validity has passed without a renewal, as the watchdog would when its timer
+    /// runs. Called by the synchronous checks, so that a process resumed after a pause past the TTL learns of the
+    /// loss before its next write, not only once the runtime has run the watchdog's overdue timer.
+    pub(crate) fn check_expiry(&self) {
+        let st = self.state();
+        if st.released || st.lost.is_some() || Instant::now() < st.valid_until {
+            return;
+        }
+        drop(st);
+        if self.watchdog {
+            self.mark_lost(Loss::Unreachable, "no renewal succeeded within the lease's validity");
+        } else {
+            self.mark_lost(Loss::Expired, "the TTL passed without a renewal (watchdog off)");
+        }
+    }
+
     pub(crate) fn next_due(&self) -> Due {
         let st = self.state();
-        if st.released || st.lost.is_some() {
+        if st.released {
             Due::Done
-        } else if self.watchdog {
-            Due::Renew
-        } else {
+        } else if !self.watchdog {
+            // Even once lost (`check_expiry` may have marked it first): the expiry tick also ends the record.
             Due::ExpiresAt(st.valid_until)
+        } else if st.lost.is_some() {
+            Due::Done
+        } else {
+            Due::Renew
         }
     }
 
@@ -427,8 +446,10 @@ impl Lease {
         self.hold.grant.slot
     }
 
-    /// Whether the lease is still ours by our own clock: not released, not lost, validity not passed.
+    /// Whether the lease is still ours by our own clock: not released, not lost, validity not passed. A validity
+    /// found passed fires the lost signal ([`is_lost`](Lease::is_lost)).
     pub fn is_valid(&self) -> bool {
+        self.hold.check_expiry();
         !*self.released.borrow() && self.hold.check_active().is_ok() && self.remaining() > Duration::ZERO
     }
 
@@ -437,8 +458,11 @@ impl Lease {
         self.hold.valid_until().saturating_duration_since(Instant::now())
     }
 
-    /// Whether the lost signal has fired.
+    /// Whether the lost signal has fired. It fires here if the validity has passed without a renewal (a pause or a
+    /// stalled runtime delayed the watchdog's own check), so a check just before a write never answers `false`
+    /// for a lease that our own clock says has ended.
     pub fn is_lost(&self) -> bool {
+        self.hold.check_expiry();
         matches!(*self.hold.end_tx.borrow(), Some(LeaseEnd::Lost(_)))
     }
 

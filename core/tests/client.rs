@@ -126,6 +126,25 @@ async fn without_watchdog_lost_fires_at_validity_end_not_before() {
     assert_eq!(lease.release().await.unwrap_err().kind(), ErrorKind::LockLost);
 }
 
+/// A process resumed after a pause past the TTL learns of the loss at its first check, before its next write: the
+/// check itself compares the validity with the clock. Here the pause is a blocked current-thread runtime, so the
+/// watchdog's timer cannot run before the check.
+#[tokio::test]
+async fn a_check_after_a_pause_past_the_ttl_reports_the_loss() {
+    let store = support::unique("paused");
+    let a = memory_client(&store).await;
+    for (watchdog, why) in [(true, "no renewal succeeded"), (false, "the TTL passed")] {
+        let opts = LockOptions::default().ttl(Duration::from_millis(200)).watchdog(watchdog);
+        let lease = a.lock(&format!("L-{watchdog}"), &opts).await.unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(lease.is_lost(), "watchdog {watchdog}: a check after the validity ended must report the loss");
+        assert!(!lease.is_valid());
+        let LeaseEnd::Lost(reason) = lease.lost().await else { panic!("watchdog {watchdog}: not a loss") };
+        assert!(reason.contains(why), "{reason}");
+        assert_eq!(lease.release().await.unwrap_err().kind(), ErrorKind::LockLost);
+    }
+}
+
 #[tokio::test]
 async fn lost_fires_once_and_stops_renewals() {
     let store = support::unique("lost");

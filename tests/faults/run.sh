@@ -20,7 +20,7 @@ readonly ROOT
 readonly LOCKTEST=$ROOT/target/debug/locktest
 readonly BACKENDS=${FENCELOCK_FAULTS_BACKENDS:-redis redis-sentinel redlock redlock5 etcd zk postgres mysql sqlite}
 # The SDK workers' languages (locktest --langs) and whether the ci runs add the Go worker: a reduced local run says so.
-readonly LANGS=${FENCELOCK_FAULTS_LANGS:-rust,python,node,c}
+readonly LANGS=${FENCELOCK_FAULTS_LANGS:-rust,python,node,c,java}
 readonly NO_GO=${FENCELOCK_FAULTS_NO_GO:-0}
 readonly SEED=${FENCELOCK_FAULTS_SEED:-$((RANDOM * 32768 + RANDOM))}
 # The read-write lock, semaphore and election workloads (ci, no Go worker: etcd's lock API has none). A backend whose
@@ -73,6 +73,25 @@ build_c_worker() {
 # (core/src/mutant.rs) runs the sqlite canary with Rust workers (the venv and the addon link the normal core), and
 # that run passes only if the checker caught the broken register's stale writes. Built in the normal target dir
 # (only core and the suite relink) and kept aside, so target/debug/locktest stays the unmutated one.
+# The JVM worker: Worker.java compiled against the jar jvm/run-tests.sh built, and a launcher that loads the build's
+# libfencelock_jni.so from target/debug (the jar's bundled copy would be extracted to /tmp by every worker, and a
+# killed worker leaves it there). C1 only and the serial collector: a worker lives seconds to a minute, on 2 cores.
+build_java_worker() {
+    local jar dir=$ROOT/target/faults/jworker
+    jar=$(compgen -G "$ROOT/jvm/target/fencelock-*.jar" | grep -E "/fencelock-[0-9.]+\.jar$" | head -1) ||
+        die "no fencelock jar in jvm/target (jvm/run-tests.sh builds it)"
+    [[ -e $ROOT/target/debug/libfencelock_jni.so ]] || die "no target/debug/libfencelock_jni.so (the build stage makes it)"
+    rm -rf "$dir" && mkdir -p "$dir"
+    javac -Xlint:all -Werror -d "$dir" -cp "$jar" tests/faults/workers/Worker.java ||
+        die "building the JVM worker (tests/faults/workers/Worker.java) failed"
+    cat >"$dir/worker" <<LAUNCHER
+#!/bin/sh
+exec java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss512k -Djava.library.path="$ROOT/target/debug" \\
+    -cp "$dir:$jar" Worker "\$@"
+LAUNCHER
+    chmod +x "$dir/worker"
+}
+
 readonly BROKEN=$ROOT/target/faults/locktest-broken-fence
 build_broken_locktest() {
     local keep=$ROOT/target/faults/locktest-normal
@@ -127,7 +146,7 @@ main() {
     else
         [[ -x $LOCKTEST && -x target/debug/fencelockd ]] || cargo build -p fencelock-faults -p fencelockd
     fi
-    [[ $LANGS == rust,python,node,c ]] || log "reduced run: SDK workers in $LANGS only (FENCELOCK_FAULTS_LANGS)"
+    [[ $LANGS == rust,python,node,c,java ]] || log "reduced run: SDK workers in $LANGS only (FENCELOCK_FAULTS_LANGS)"
     if [[ ,$LANGS, == *,python,* ]]; then
         [[ -x target/python/venv/bin/python ]] || die "no Python venv with fencelock (python/run-tests.sh makes it)"
         target/python/venv/bin/python -c 'import fencelock' || die "fencelock is not installed in target/python/venv"
@@ -137,6 +156,7 @@ main() {
     fi
     [[ $NO_GO == 1 ]] || build_go_worker
     [[ ,$LANGS, != *,c,* ]] || build_c_worker
+    [[ ,$LANGS, != *,java,* ]] || build_java_worker
 
     log "seed $SEED (FENCELOCK_FAULTS_SEED=$SEED tests/faults/run.sh repeats the schedules); $JOBS runs at a time"
     # Before the first run starts: the build swaps target/debug/locktest for a moment, and runs exec it.

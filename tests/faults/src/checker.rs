@@ -85,6 +85,9 @@ pub struct Report {
     pub notify_latency_p50_ms: Option<i64>,
     pub notify_latency_max_ms: Option<i64>,
     pub stale_attempts_after_notify: u64,
+    /// Sessions that attempted a fenced write after losing the lock and before the SDK told them (P5 as designed:
+    /// the notification must come before the next write).
+    pub writes_before_notify: Vec<String>,
     pub notified_without_competitor: u64,
     pub resurrections: u64,
     pub unsafe_releases: u64,
@@ -202,6 +205,10 @@ fn fault_windows(h: &[Event], end: u64) -> Vec<Window<'_>> {
     }
     out
 }
+
+/// The faults after which a lost hold's end is visible on its client's own clock (P5: notified before the next
+/// write).
+const CLOCK_VISIBLE: [&str; 4] = ["client-pause", "client-kill", "proxy-delay", "proxy-freeze"];
 
 /// The TTL from the run's label (`ttl=2000ms`); 2 s, the suite's default, for a history without one.
 fn ttl_ns(label: &str) -> u64 {
@@ -438,7 +445,14 @@ pub fn check(h: &[Event], expect: Expect) -> Report {
         .filter(|j| ss.iter().any(|i| i.id != j.id && i.slot == j.slot && i.t_ok < j.t_invoke && regressed(j, i)))
         .count() as u64;
 
+    // A fault's effects outlast its stop: a killed holder's record expires a TTL later, clients reconnect and find
+    // the new master. Within this grace after a fault the fault still counts as active.
+    let ttl = ttl_ns(&r.run);
+    let grace = 2 * ttl;
+    let spans = fault_windows(&h, ph.end);
+
     // P5: losses and notifications.
+    let fence_invokes: Vec<&Event> = h.iter().filter(|e| e.is("worker", "invoke", "fence-write")).collect();
     let fenced_rejections: Vec<&Event> = ops.iter().copied().filter(|e| e.ok.is_some_and(|ok| !ok[0])).collect();
     let mut latencies: Vec<i64> = Vec::new();
     for i in &ss {
@@ -460,6 +474,23 @@ pub fn check(h: &[Event], expect: Expect) -> Report {
             }
             (None, Some(_)) => r.notified_without_competitor += 1,
             (None, None) => {}
+        }
+        // Held to it where the loss is one the client's own clock can see: the hold outlived its validity (a pause,
+        // a frozen or slow network). A server that forgot the record (a restart, a failover, a dropped connection
+        // holding a session lock) or a moved clock takes it before the validity ends; the SDK learns at its next
+        // renewal, and until then the register refusing the write is the protection (P1).
+        let excused =
+            |to: u64| spans.iter().any(|w| !CLOCK_VISIBLE.contains(&w.f) && w.from < to && i.t_ok < w.to + grace);
+        if let Some(t) = t_lost
+            && let Some(w) = fence_invokes
+                .iter()
+                .filter(|e| e.session.as_deref() == Some(&i.id) && e.t_ref > t)
+                .map(|e| e.t_ref)
+                .min()
+            && i.t_notify.is_none_or(|n| n > w)
+            && !excused(w)
+        {
+            r.writes_before_notify.push(i.id.clone());
         }
         if let Some(n) = i.t_notify {
             r.stale_attempts_after_notify +=
@@ -522,12 +553,6 @@ pub fn check(h: &[Event], expect: Expect) -> Report {
     if r.final_phase_missing.is_empty() {
         r.final_phase_s = last_per_client.values().flatten().max().map(|t| secs(t - ph.heal));
     }
-
-    // A fault's effects outlast its stop: a killed holder's record expires a TTL later, clients reconnect and find
-    // the new master. Within this grace after a fault the fault still counts as active.
-    let ttl = ttl_ns(&r.run);
-    let grace = 2 * ttl;
-    let spans = fault_windows(&h, ph.end);
 
     // P11: with a fair backend and no fault active, a wait is bounded by the grants served before it.
     r.fair = h.iter().any(|e| {
@@ -772,6 +797,7 @@ fn failures(r: &Report) -> Vec<String> {
     must_be_zero("P2 token duplicates", r.token_duplicates as i64);
     must_be_zero("P2 token regressions", r.token_regressions as i64);
     must_be_zero("P5 losses not notified", r.losses_unnotified.len() as i64);
+    must_be_zero("P5 writes after a loss, before its notification", r.writes_before_notify.len() as i64);
     must_be_zero("P6 renewals after another acquired", r.resurrections as i64);
     must_be_zero("P7 releases while another held", r.unsafe_releases as i64);
     must_be_zero("P8 nested acquires with another token", r.reentrancy_violations as i64);
@@ -906,6 +932,16 @@ pub fn render(r: &Report) -> String {
         r.losses_unnotified.len(),
         if r.losses_unnotified.is_empty() { String::new() } else { format!(" ({})", r.losses_unnotified.join(" ")) },
         verdict(r.losses_unnotified.is_empty())
+    );
+    s += &format!(
+        "                         writes before the notification={}{}   {}\n",
+        r.writes_before_notify.len(),
+        if r.writes_before_notify.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", r.writes_before_notify.join(" "))
+        },
+        verdict(r.writes_before_notify.is_empty())
     );
     s += &format!(
         "                         stale attempts after notify={} notified without a competitor={}\n",
@@ -1317,6 +1353,37 @@ mod tests {
         assert_eq!(r.notify_latency_p50_ms, Some(499));
         // It wrote after the notification.
         assert_eq!(r.stale_attempts_after_notify, 1);
+    }
+
+    #[test]
+    fn a_fenced_write_before_the_loss_was_notified_fails_p5() {
+        // a lost the lock at 12 s (b acquired), wrote at 14 s, and heard of the loss only at 14.5 s.
+        let late = |h: H| {
+            h.w(14 * S - 10, "invoke", "fence-write", "a", Some("a9"), Some(20)).w(
+                14 * S + 500_000_000,
+                "lost",
+                "lost",
+                "a",
+                Some("a9"),
+                Some(20),
+            )
+        };
+        let r = late(stale_write(false)).check(false);
+        assert_eq!(r.writes_before_notify, vec!["a9".to_string()]);
+        assert!(r.failures.iter().any(|f| f.starts_with("P5 writes after a loss")), "{:?}", r.failures);
+        // Told at 13 s, before the write: fine (the write itself is then a stale attempt after notify).
+        let r = stale_write(false)
+            .w(13 * S, "lost", "lost", "a", Some("a9"), Some(20))
+            .w(14 * S - 10, "invoke", "fence-write", "a", Some("a9"), Some(20))
+            .check(false);
+        assert!(r.writes_before_notify.is_empty(), "{}", render(&r));
+        // Held to it across a pause; not where a clock jump or a server restart took the hold early.
+        for (fault, excused) in [("client-pause", false), ("clock-jump", true), ("server-kill", true)] {
+            let mut h = late(stale_write(false));
+            h.0.push(Event::new("nemesis", "start", fault, 11 * S));
+            h.0.push(Event::new("nemesis", "stop", fault, 12 * S));
+            assert_eq!(h.check(false).writes_before_notify.is_empty(), excused, "{fault}");
+        }
     }
 
     #[test]

@@ -117,21 +117,27 @@ pub enum Lang {
     Node,
     /// The C API (ffi/include/fencelock.h): workers/worker.c, built by run.sh into target/faults/cworker.
     C,
+    /// The jar's `FencelockClient`: workers/Worker.java, built by run.sh into target/faults/jworker.
+    Java,
     /// etcd's Go clients through the slot's own fencelockd.
     Go,
 }
 
+/// Where tests/faults/run.sh puts the compiled workers, under the repository root.
+const C_WORKER: &str = "target/faults/cworker";
+const JAVA_WORKER: &str = "target/faults/jworker/worker";
+
 fn parse_lang(name: &str) -> Result<Lang, String> {
-    [Lang::Rust, Lang::Python, Lang::Node, Lang::C]
+    [Lang::Rust, Lang::Python, Lang::Node, Lang::C, Lang::Java]
         .into_iter()
         .find(|l| l.name() == name)
-        .ok_or_else(|| format!("unknown worker language {name:?} (one of rust, python, node, c)"))
+        .ok_or_else(|| format!("unknown worker language {name:?} (one of rust, python, node, c, java)"))
 }
 
 impl Lang {
     /// Whether its worker has the rw and semaphore workloads (the Go worker speaks etcd's lock API only).
     fn has_workloads(self) -> bool {
-        matches!(self, Lang::Rust | Lang::Python | Lang::Node | Lang::C)
+        !matches!(self, Lang::Go)
     }
 
     fn name(self) -> &'static str {
@@ -140,6 +146,7 @@ impl Lang {
             Lang::Python => "python",
             Lang::Node => "node",
             Lang::C => "c",
+            Lang::Java => "java",
             Lang::Go => "go",
         }
     }
@@ -246,7 +253,8 @@ impl Run {
                 c.arg(args.root.join("tests/faults/workers/worker.py"));
                 c
             }
-            Lang::C => Command::new(args.root.join("target/faults/cworker")), // checked at the start
+            Lang::C => Command::new(args.root.join(C_WORKER)), // checked at the start
+            Lang::Java => Command::new(args.root.join(JAVA_WORKER)),
             Lang::Node => {
                 let mut c = Command::new("node");
                 c.arg(args.root.join("tests/faults/workers/worker.mjs"));
@@ -735,9 +743,11 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
             args.go_worker.display()
         ));
     }
-    let cworker = args.root.join("target/faults/cworker");
-    if langs.contains(&Lang::C) && !cworker.is_file() {
-        return Err(format!("no C worker at {} (tests/faults/run.sh builds it)", cworker.display()));
+    for (lang, path, what) in [(Lang::C, C_WORKER, "C"), (Lang::Java, JAVA_WORKER, "JVM")] {
+        let worker = args.root.join(path);
+        if langs.contains(&lang) && !worker.is_file() {
+            return Err(format!("no {what} worker at {} (tests/faults/run.sh builds it)", worker.display()));
+        }
     }
     let mut slots = Vec::new();
     for i in 0..args.clients + usize::from(go) {

@@ -151,14 +151,14 @@ async function criticalSection(lease, session, hold) {
   await sleep(ttlMs * uniform(0.1, 1.5)); // work; the long tail crosses the TTL
   if (hold === 'read') {
     // A reader reads again at the end (the checker: no write in between), then renews once (P6).
-    if (lease.signal.aborted) return;
+    if (!lease.valid) return; // checks the validity by our clock too, so a pause past the TTL shows here
     await referee.call({ ...base, op: 'read' });
     await renew(lease, session);
     return;
   }
   const writes = random() < 0.3 ? 2 : 1;
   for (let i = 0; i < writes; i++) {
-    if (lease.signal.aborted) return; // a careful user; a pause right after this check is what fencing is for
+    if (!lease.valid) return; // a careful user; a pause right after this check is what fencing is for
     // The SDK's own register on the backend decides the fenced write; the referee only records its answer.
     const fenced = await fenceWrite(key, token, lease.slot, session);
     [, values] = await referee.call({ ...base, op: 'write', fenced, values: values.map((v) => v + 1) });
