@@ -702,6 +702,46 @@ async fn tokens_rise_across_restarts_without_persistence() {
     instances.assert_no_records().await;
 }
 
+/// A register fails closed when a minority of instances lose their data. The newer grant's write reached only
+/// instances 0 and 1 (instance 2's copy is deleted, as if the write never got there), then instance 0 restarts
+/// empty. The deposed holder's older token is refused by instance 1 (it holds the newer) and by instance 0 (below
+/// its start floor), so only instance 2 accepts: no majority, `FENCED`. Without the floor instances 0 and 2 would
+/// make a majority for the stale write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_register_refuses_an_older_token_after_a_minority_lost_its_data() {
+    let Some(mut instances) = Instances::start(3).await else { return };
+    let client = Client::connect(&instances.url()).await.unwrap();
+    let older = grant(&client, "wiped").await;
+    let newer = grant(&client, "wiped").await;
+    let register = client.fence("wiped-register");
+    register.write(newer, b"newer").await.unwrap();
+    // The write returns on a majority; the third instance's copy may land just after.
+    let key = "fencelock_fence:{wiped-register}";
+    eventually(CATCH_UP, "the write reaches every instance", || async {
+        keys(instances.ports[2], key).await.len() == 1
+    })
+    .await;
+    del(instances.ports[2], key).await;
+    instances.kill(0).await;
+    instances.restart(0).await;
+    // The first call after the restart may meet instance 0 still marked down: a few tries, each bounded.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let err = loop {
+        match register.write(older, b"stale").await {
+            Err(e) if e.kind() == ErrorKind::Unavailable && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            other => break other.expect_err("the deposed holder's token was accepted after a minority lost its data"),
+        }
+    };
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    // A grant made now is above every floor and every stored token, and writes.
+    let after = grant(&client, "wiped").await;
+    register.write(after, b"after").await.unwrap();
+    assert_eq!(register.read().await.unwrap(), (after, b"after".to_vec()));
+    instances.assert_no_records().await;
+}
+
 /// `FENCELOCK_TEST_REDLOCK_TLS`: three instances that accept TLS only and require a password.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_and_authentication_on_every_instance() {
