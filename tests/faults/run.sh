@@ -18,7 +18,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 readonly ROOT
 readonly LOCKTEST=$ROOT/target/debug/locktest
-readonly BACKENDS=${FENCELOCK_FAULTS_BACKENDS:-redis redis-sentinel redlock redlock5 etcd zk postgres mysql sqlite}
+readonly BACKENDS=${FENCELOCK_FAULTS_BACKENDS:-redis redis-cluster redis-sentinel redlock redlock5 etcd zk postgres mysql sqlite}
 # The SDK workers' languages (locktest --langs) and whether the ci runs add the Go worker: a reduced local run says so.
 readonly LANGS=${FENCELOCK_FAULTS_LANGS:-rust,python,node,c,java}
 readonly NO_GO=${FENCELOCK_FAULTS_NO_GO:-0}

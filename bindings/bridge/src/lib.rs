@@ -2,7 +2,8 @@
 //!
 //! - [`handle`]: one lazily built multi-thread tokio runtime per process, rebuilt in a `fork()`ed child;
 //!   [`build_for_host`] hands it to a host that must own it (napi-rs), keeping only its handle;
-//! - [`block_on`] for blocking callers (C, JNI, sync Python) and [`spawn`] for async ones;
+//! - [`block_on`] for blocking callers (C, JNI, sync Python) and [`spawn`] for async ones; neither lets a write on a
+//!   reset connection raise SIGPIPE in the host (`sigpipe`: a C host keeps its default action, which ends the process);
 //! - [`status_code`]: the one mapping from core errors to the numeric codes of DESIGN.md §5;
 //! - [`catch_panic`]: a panic becomes an `Internal` error instead of unwinding into a host language;
 //! - [`acquire`] (`lock` or `try_lock` by one flag) and [`block_interruptibly`], the blocking wait in [`SLICE`]s
@@ -15,6 +16,7 @@ mod election;
 mod kinds;
 mod panic;
 mod runtime;
+mod sigpipe;
 mod status;
 mod wait;
 

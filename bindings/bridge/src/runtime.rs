@@ -93,6 +93,7 @@ fn build() -> Result<Runtime> {
     Builder::new_multi_thread()
         .worker_threads(worker_threads())
         .thread_name_fn(|| format!("fencelock-worker-{}", WORKER_SEQ.fetch_add(1, Ordering::Relaxed)))
+        .on_thread_start(crate::sigpipe::block_for_thread)
         .enable_all()
         .build()
         .map_err(|e| Error::new(ErrorKind::Internal, format!("could not start the fencelock runtime: {e}")))
@@ -114,7 +115,8 @@ pub fn block_on<F: Future>(fut: F) -> Result<F::Output> {
              call it from another thread",
         ));
     }
-    Ok(handle()?.block_on(fut))
+    let handle = handle()?;
+    Ok(crate::sigpipe::blocked_while(|| handle.block_on(fut)))
 }
 
 /// Runs `fut` in the background on the shared runtime.

@@ -30,11 +30,12 @@ where
     let mut fut = Box::pin(fut);
     loop {
         // The timer is made inside block_on: it needs the runtime context.
-        if let Ok(result) = handle.block_on(async { tokio::time::timeout(SLICE, &mut fut).await }) {
+        let slice = || handle.block_on(async { tokio::time::timeout(SLICE, &mut fut).await });
+        if let Ok(result) = crate::sigpipe::blocked_while(slice) {
             return result;
         }
         if interrupted() {
-            handle.block_on(async move { drop(fut) });
+            crate::sigpipe::blocked_while(|| handle.block_on(async move { drop(fut) }));
             return Err(Error::new(ErrorKind::Cancelled, "the waiting thread was interrupted"));
         }
     }

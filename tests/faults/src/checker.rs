@@ -97,6 +97,8 @@ pub struct Report {
     pub final_phase_s: Option<f64>,
     pub final_phase_missing: Vec<String>,
     pub false_alarms: u64,
+    /// Workers that exited on their own (a crash, a signal the nemesis did not send): `client (pid): status`.
+    pub worker_crashes: Vec<String>,
     pub false_alarm_examples: Vec<String>,
     /// The backend serves waiters in arrival order (`capability().fair`, recorded by the run): P11 applies.
     pub fair: bool,
@@ -208,7 +210,7 @@ fn fault_windows(h: &[Event], end: u64) -> Vec<Window<'_>> {
 
 /// The faults after which a lost hold's end is visible on its client's own clock (P5: notified before the next
 /// write).
-const CLOCK_VISIBLE: [&str; 4] = ["client-pause", "client-kill", "proxy-delay", "proxy-freeze"];
+const CLOCK_VISIBLE: [&str; 5] = ["client-pause", "client-kill", "proxy-delay", "proxy-freeze", "server-pause"];
 
 /// The TTL from the run's label (`ttl=2000ms`); 2 s, the suite's default, for a history without one.
 fn ttl_ns(label: &str) -> u64 {
@@ -450,6 +452,11 @@ pub fn check(h: &[Event], expect: Expect) -> Report {
     let ttl = ttl_ns(&r.run);
     let grace = 2 * ttl;
     let spans = fault_windows(&h, ph.end);
+
+    for e in h.iter().filter(|e| e.is("run", "exit", "worker-exit")) {
+        let (client, pid) = (e.client.as_deref().unwrap_or("?"), e.pid.unwrap_or(0));
+        r.worker_crashes.push(format!("{client} ({pid}): {}", e.detail.as_deref().unwrap_or("exited")));
+    }
 
     // P5: losses and notifications.
     let fence_invokes: Vec<&Event> = h.iter().filter(|e| e.is("worker", "invoke", "fence-write")).collect();
@@ -802,6 +809,7 @@ fn failures(r: &Report) -> Vec<String> {
     must_be_zero("P7 releases while another held", r.unsafe_releases as i64);
     must_be_zero("P8 nested acquires with another token", r.reentrancy_violations as i64);
     must_be_zero("P10 false alarms in quiet periods", r.false_alarms as i64);
+    must_be_zero("workers that exited on their own", r.worker_crashes.len() as i64);
     must_be_zero("P11 fair waits over the bound", r.fair_wait_violations as i64);
     must_be_zero("failover double grants not fenced", r.failover_unfenced as i64);
     must_be_zero("rwlock writer with another hold (fenced)", r.rw_writer_overlaps as i64);
@@ -966,6 +974,12 @@ pub fn render(r: &Report) -> String {
         verdict(r.final_phase_missing.is_empty())
     );
     s += &format!("false alarms in quiet periods: {}   {}\n", r.false_alarms, verdict(r.false_alarms == 0));
+    s += &format!(
+        "workers that exited on their own: {}{}   {}\n",
+        r.worker_crashes.len(),
+        if r.worker_crashes.is_empty() { String::new() } else { format!(" ({})", r.worker_crashes.join(", ")) },
+        verdict(r.worker_crashes.is_empty())
+    );
     for ex in &r.false_alarm_examples {
         s += &format!("    {ex}\n");
     }
@@ -1353,6 +1367,18 @@ mod tests {
         assert_eq!(r.notify_latency_p50_ms, Some(499));
         // It wrote after the notification.
         assert_eq!(r.stale_attempts_after_notify, 1);
+    }
+
+    #[test]
+    fn a_worker_that_exits_on_its_own_fails_the_run() {
+        let mut h = clean();
+        let mut e = Event::new("run", "exit", "worker-exit", 12 * S);
+        (e.client, e.pid, e.detail) = (Some("c4".into()), Some(77), Some("signal: 13 (SIGPIPE)".into()));
+        h.0.push(e);
+        let r = h.check(false);
+        assert_eq!(r.worker_crashes, vec!["c4 (77): signal: 13 (SIGPIPE)".to_string()]);
+        assert!(r.failures.iter().any(|f| f.starts_with("workers that exited")), "{:?}", r.failures);
+        assert!(clean().check(false).worker_crashes.is_empty());
     }
 
     #[test]

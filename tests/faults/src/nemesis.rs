@@ -28,8 +28,8 @@ impl Profile {
     pub fn fault_phase(self) -> Duration {
         match self {
             Profile::Canary => Duration::from_secs(20),
-            Profile::Ci => Duration::from_secs(30),
-            Profile::Soak => Duration::from_secs(120),
+            Profile::Ci => Duration::from_secs(34),
+            Profile::Soak => Duration::from_secs(600),
         }
     }
 
@@ -41,6 +41,10 @@ impl Profile {
         let mut f = vec![ClientPause, ClientKill, ClockJump];
         if backend != Backend::Sqlite {
             f.extend([ServerKill, ServerKillDelayed]);
+        }
+        // Behind Sentinel a paused master is the master-pause fault.
+        if !matches!(backend, Backend::Sqlite | Backend::RedisSentinel) {
+            f.push(ServerPause);
         }
         if backend.proxied() {
             f.extend([ProxyDelay, ProxyFreeze, ProxyCut]);
@@ -71,6 +75,9 @@ pub enum Fault {
     ClockJump,
     /// SIGKILL a server member and restart it at once (data not persisted: lost).
     ServerKill,
+    /// SIGSTOP a server member (every process of it), mostly past the TTL, then SIGCONT: a server that hangs, keeps
+    /// its clients' connections open and answers nothing, then carries on with its clock moved on.
+    ServerPause,
     /// SIGKILL a server member and restart it after ≥ TTL (the Redlock delayed-restart case).
     ServerKillDelayed,
     /// Redlock: jump the wall clocks of one instance, or of a minority, forward by 2×TTL (the clockskew.c shim), back
@@ -95,12 +102,13 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 14] = [
         Fault::ClientPause,
         Fault::ClientKill,
         Fault::ClockJump,
         Fault::ServerClockJump,
         Fault::ServerKill,
+        Fault::ServerPause,
         Fault::ServerKillDelayed,
         Fault::LeaderKill,
         Fault::ProxyDelay,
@@ -125,6 +133,7 @@ impl Fault {
             Fault::ClockJump => "clock-jump",
             Fault::ServerClockJump => "server-clock-jump",
             Fault::ServerKill => "server-kill",
+            Fault::ServerPause => "server-pause",
             Fault::ServerKillDelayed => "server-kill-delayed",
             Fault::LeaderKill => "leader-kill",
             Fault::ProxyDelay => "proxy-delay",
@@ -224,6 +233,11 @@ mod tests {
         assert!(!Profile::Ci.faults(Backend::Redis).contains(&Fault::SentinelFailover));
         assert!(!Profile::Ci.faults(Backend::Redis).contains(&Fault::ServerClockJump));
         assert!(Profile::Ci.faults(Backend::Redlock5).contains(&Fault::ServerClockJump));
+        assert!(Profile::Ci.faults(Backend::Postgres).contains(&Fault::ServerPause));
+        assert!(!sentinel.contains(&Fault::ServerPause), "behind Sentinel a paused master is master-pause");
+        let cluster = Profile::Ci.faults(Backend::RedisCluster);
+        assert!(cluster.contains(&Fault::ServerKill) && cluster.contains(&Fault::ServerPause));
+        assert!(!cluster.contains(&Fault::ProxyCut), "cluster clients follow the nodes' own addresses: no proxies");
         for seed in 0..20 {
             let a = schedule(&mut StdRng::seed_from_u64(seed), &sentinel, ttl, Profile::Ci.fault_phase());
             assert!(sentinel.iter().all(|f| a.iter().any(|s| s.fault == *f)), "seed {seed}: not every fault: {a:?}");

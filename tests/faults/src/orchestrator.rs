@@ -442,6 +442,16 @@ impl Run {
                 let pid = self.servers.members[i].pid;
                 self.nemesis_event("stop", step.fault, vec![name], pid, format!("restarted after {ms}ms"));
             }
+            Fault::ServerPause => {
+                let n = self.servers.members.len();
+                let i = (step.pick * n as f64) as usize % n;
+                let (name, pid) = (self.servers.members[i].name.clone(), self.servers.members[i].pid);
+                self.nemesis_event("start", step.fault, vec![name.clone()], pid, format!("SIGSTOP {ms}ms"));
+                self.servers.members[i].signal_all(libc::SIGSTOP);
+                tokio::time::sleep(d).await;
+                self.servers.members[i].signal_all(libc::SIGCONT);
+                self.nemesis_event("stop", step.fault, vec![name], pid, "SIGCONT".into());
+            }
             Fault::SentinelFailover | Fault::MasterPause => self.fail_over(step).await?,
             Fault::ConnKill => {
                 let m = &self.servers.members[0];
@@ -652,6 +662,9 @@ async fn wait_ready(servers: &mut Servers, query: Option<&str>) -> Result<fencel
             m.start().map_err(|e| format!("{}: {e}", m.name))?;
         }
         sentinel::wait_ready(&servers.sentinels(), &replicas, Duration::from_secs(30)).await?;
+    }
+    if servers.backend == Backend::RedisCluster {
+        servers.create_cluster(Duration::from_secs(30)).await?;
     }
     let url = with_query(servers.direct_url(), query);
     let deadline = Instant::now() + Duration::from_secs(90);

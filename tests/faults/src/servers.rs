@@ -13,6 +13,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Backend {
     Redis,
+    /// Three masters of one Redis Cluster, no replicas (every slot has one owner; a killed master loses its keys).
+    RedisCluster,
     /// One master, two replicas, three sentinels (sentinel.rs).
     RedisSentinel,
     /// Three independent Redis servers.
@@ -31,6 +33,7 @@ impl Backend {
     pub fn label(self) -> &'static str {
         match self {
             Backend::Redis => "redis",
+            Backend::RedisCluster => "redis-cluster(3)",
             Backend::RedisSentinel => "redis-sentinel(1+2)",
             Backend::Redlock => "redlock(3)",
             Backend::Redlock5 => "redlock(5)",
@@ -46,6 +49,7 @@ impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::Redis => "redis",
+            Backend::RedisCluster => "redis-cluster",
             Backend::RedisSentinel => "redis-sentinel",
             Backend::Redlock => "redlock",
             Backend::Redlock5 => "redlock5",
@@ -73,9 +77,10 @@ impl Backend {
     }
 
     /// Whether clients reach the servers through the per-slot fault proxies. Sentinel hands clients the data nodes'
-    /// real addresses, so a proxy in front of the sentinels would only see discovery, never the lock traffic.
+    /// real addresses, so a proxy in front of the sentinels would only see discovery, never the lock traffic; a
+    /// cluster's slot map and redirections name its nodes' own addresses the same way.
     pub fn proxied(self) -> bool {
-        !matches!(self, Backend::Sqlite | Backend::RedisSentinel)
+        !matches!(self, Backend::Sqlite | Backend::RedisSentinel | Backend::RedisCluster)
     }
 }
 
@@ -186,6 +191,19 @@ impl Member {
     pub fn replica_of(&mut self, master: Option<u16>) {
         if let Role::Data(dir) = &self.role {
             self.args = sentinel::data_args(self.addr.port(), dir, master);
+        }
+    }
+
+    /// Sends `sig` to the member's process group and to every descendant that left it (PostgreSQL's backends, which
+    /// hold the clients' connections): SIGSTOP / SIGCONT of the whole server.
+    pub fn signal_all(&self, sig: i32) {
+        if let Some(pid) = self.pid {
+            let strays = descendants(pid);
+            self.signal(sig);
+            for c in strays {
+                // SAFETY: signals a process descended from a member this suite started.
+                unsafe { libc::kill(c as i32, sig) };
+            }
         }
     }
 
@@ -337,6 +355,22 @@ impl Servers {
                         .chain(s(&["no", "--dir", &dir.to_string_lossy()]))
                         .collect();
                     member(format!("redis{i}"), port, "redis-server", args, None);
+                }
+            }
+            Backend::RedisCluster => {
+                for i in 1..=3 {
+                    let port = free_port("127.0.0.1").map_err(err)?;
+                    let dir = data.join(format!("node{i}"));
+                    std::fs::create_dir_all(&dir).map_err(err)?;
+                    // No persistence, as for Redis alone; nodes.conf keeps the node's identity and slots across a
+                    // restart. A master that is down leaves the other masters' slots served (full coverage off).
+                    let args = s(&["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly"])
+                        .into_iter()
+                        .chain(s(&["no", "--dir", &dir.to_string_lossy(), "--cluster-enabled", "yes"]))
+                        .chain(s(&["--cluster-config-file", &dir.join("nodes.conf").to_string_lossy()]))
+                        .chain(s(&["--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"]))
+                        .collect();
+                    member(format!("node{i}"), port, "redis-server", args, None);
                 }
             }
             Backend::RedisSentinel => {
@@ -542,6 +576,7 @@ impl Servers {
         match self.backend {
             Backend::Sqlite => format!("sqlite:{}", self.file.as_ref().expect("sqlite file").display()),
             Backend::Redis => format!("redis://{}", hosts[0]),
+            Backend::RedisCluster => format!("redis+cluster://{}", hosts.join(",")),
             // Never proxied (Backend::proxied): the sentinels' own addresses.
             Backend::RedisSentinel => {
                 let s: Vec<String> = self.sentinels().iter().map(|a| a.to_string()).collect();
@@ -604,6 +639,45 @@ impl Servers {
             self.members[i].replica_of(master.filter(|&p| p != me));
         }
         self.members[i].start()
+    }
+
+    /// Redis Cluster: assigns the slots across the masters (`redis-cli --cluster create`) and waits until every
+    /// node reports `cluster_state:ok`.
+    pub async fn create_cluster(&self, within: Duration) -> Result<(), String> {
+        let addrs: Vec<String> = self.members.iter().map(|m| m.addr.to_string()).collect();
+        let first = self.members[0].addr;
+        let create = tokio::process::Command::new("redis-cli")
+            .args(["-h", &first.ip().to_string(), "-p", &first.port().to_string(), "--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(within, create)
+            .await
+            .map_err(|_| format!("redis-cli --cluster create: not done within {within:?}"))?
+            .map_err(|e| format!("redis-cli: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "redis-cli --cluster create failed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let deadline = std::time::Instant::now() + within;
+        for m in &self.members {
+            loop {
+                let info = sentinel::cli(m.addr, &["CLUSTER", "INFO"]).await.unwrap_or_default();
+                if info.iter().any(|l| l.trim() == "cluster_state:ok") {
+                    break;
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(format!("{}: no cluster_state:ok within {within:?}: {info:?}", m.name));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
     }
 
     /// The index of the current leader (etcd, ZooKeeper), if one is known.
