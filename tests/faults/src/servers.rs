@@ -644,6 +644,15 @@ impl Servers {
     /// Redis Cluster: assigns the slots across the masters (`redis-cli --cluster create`) and waits until every
     /// node reports `cluster_state:ok`.
     pub async fn create_cluster(&self, within: Duration) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + within;
+        for m in &self.members {
+            while sentinel::cli(m.addr, &["PING"]).await.is_err() {
+                if std::time::Instant::now() >= deadline {
+                    return Err(format!("{}: no answer to PING within {within:?}", m.name));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
         let addrs: Vec<String> = self.members.iter().map(|m| m.addr.to_string()).collect();
         let first = self.members[0].addr;
         let create = tokio::process::Command::new("redis-cli")
@@ -664,7 +673,6 @@ impl Servers {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        let deadline = std::time::Instant::now() + within;
         for m in &self.members {
             loop {
                 let info = sentinel::cli(m.addr, &["CLUSTER", "INFO"]).await.unwrap_or_default();
