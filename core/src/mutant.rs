@@ -3,7 +3,7 @@
 //! normal build it is unset, so `active` is a constant `false` and each one-line hook compiles away.
 
 /// The bugs a build may carry; tests/mutants/run.sh lists the same names.
-pub(crate) const MUTANTS: [&str; 8] = [
+pub(crate) const MUTANTS: [&str; 9] = [
     "release_skips_holder_check",
     "renew_extends_lost_lease",
     "fence_accepts_older_token",
@@ -12,6 +12,7 @@ pub(crate) const MUTANTS: [&str; 8] = [
     "shared_hold_keeps_gate",
     "upgrade_allowed",
     "readers_pass_waiting_writers",
+    "lost_check_ignores_validity",
 ];
 
 const CHOSEN: Option<&str> = match option_env!("FENCELOCK_MUTANT") {

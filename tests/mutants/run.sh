@@ -17,7 +17,8 @@ export CARGO_TARGET_DIR=${FENCELOCK_MUTANTS_TARGET:-$ROOT/target/mutants}
 
 # The names of core/src/mutant.rs, which refuses to build with any other.
 ALL=(release_skips_holder_check renew_extends_lost_lease fence_accepts_older_token abort_leaves_record
-    watchdog_renews_at_ttl shared_hold_keeps_gate upgrade_allowed readers_pass_waiting_writers)
+    watchdog_renews_at_ttl shared_hold_keeps_gate upgrade_allowed readers_pass_waiting_writers
+    lost_check_ignores_validity)
 MUTANTS=("${@:-${ALL[@]}}")
 TESTS=(--test conformance --test client --test sqlite)
 
