@@ -210,7 +210,8 @@ fn fault_windows(h: &[Event], end: u64) -> Vec<Window<'_>> {
 
 /// The faults after which a lost hold's end is visible on its client's own clock (P5: notified before the next
 /// write).
-const CLOCK_VISIBLE: [&str; 5] = ["client-pause", "client-kill", "proxy-delay", "proxy-freeze", "server-pause"];
+const CLOCK_VISIBLE: [&str; 6] =
+    ["client-pause", "client-kill", "proxy-delay", "proxy-freeze", "proxy-lossy", "server-pause"];
 
 /// The TTL from the run's label (`ttl=2000ms`); 2 s, the suite's default, for a history without one.
 fn ttl_ns(label: &str) -> u64 {

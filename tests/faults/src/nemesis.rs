@@ -28,7 +28,7 @@ impl Profile {
     pub fn fault_phase(self) -> Duration {
         match self {
             Profile::Canary => Duration::from_secs(20),
-            Profile::Ci => Duration::from_secs(34),
+            Profile::Ci => Duration::from_secs(38),
             Profile::Soak => Duration::from_secs(600),
         }
     }
@@ -47,7 +47,7 @@ impl Profile {
             f.push(ServerPause);
         }
         if backend.proxied() {
-            f.extend([ProxyDelay, ProxyFreeze, ProxyCut]);
+            f.extend([ProxyDelay, ProxyFreeze, ProxyCut, ProxyLossy]);
         }
         if backend == Backend::RedisSentinel {
             f.extend([SentinelFailover, MasterPause]);
@@ -58,7 +58,7 @@ impl Profile {
         if backend.skewable().is_some() {
             f.push(ServerClockJump);
         }
-        if backend == Backend::Mysql {
+        if matches!(backend, Backend::Mysql | Backend::Postgres) {
             f.push(ConnKill);
         }
         f
@@ -92,7 +92,10 @@ pub enum Fault {
     ProxyFreeze,
     /// Close the holder's connections and refuse new ones (a client partition).
     ProxyCut,
-    /// MySQL: the server ends every client connection (`KILL <id>`), as an administrator or a failover would.
+    /// Jitter and loss on the holder's links (proxy::Mode::Lossy).
+    ProxyLossy,
+    /// MySQL and PostgreSQL: the server ends every client connection (`KILL <id>`, `pg_terminate_backend`), as an
+    /// administrator or a failover would.
     ConnKill,
     /// Sentinel: SIGKILL the master, let the sentinels promote a replica, restart the old one as its replica.
     SentinelFailover,
@@ -102,7 +105,7 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 14] = [
+    pub const ALL: [Fault; 15] = [
         Fault::ClientPause,
         Fault::ClientKill,
         Fault::ClockJump,
@@ -114,6 +117,7 @@ impl Fault {
         Fault::ProxyDelay,
         Fault::ProxyFreeze,
         Fault::ProxyCut,
+        Fault::ProxyLossy,
         Fault::ConnKill,
         Fault::SentinelFailover,
         Fault::MasterPause,
@@ -139,6 +143,7 @@ impl Fault {
             Fault::ProxyDelay => "proxy-delay",
             Fault::ProxyFreeze => "proxy-freeze",
             Fault::ProxyCut => "proxy-cut",
+            Fault::ProxyLossy => "proxy-lossy",
             Fault::ConnKill => "conn-kill",
             Fault::SentinelFailover => "sentinel-failover",
             Fault::MasterPause => "master-pause",
@@ -225,7 +230,8 @@ mod tests {
         assert!(menu.contains(&Fault::LeaderKill));
         assert!(!Profile::Ci.faults(Backend::Sqlite).contains(&Fault::ServerKill));
         assert!(Profile::Ci.faults(Backend::Mysql).contains(&Fault::ConnKill));
-        assert!(!Profile::Ci.faults(Backend::Postgres).contains(&Fault::ConnKill));
+        assert!(Profile::Ci.faults(Backend::Postgres).contains(&Fault::ConnKill));
+        assert!(!Profile::Ci.faults(Backend::Redis).contains(&Fault::ConnKill));
         assert_eq!(Profile::Canary.faults(Backend::Redis), vec![Fault::ClientPause]);
         let sentinel = Profile::Ci.faults(Backend::RedisSentinel);
         assert!(sentinel.contains(&Fault::SentinelFailover) && sentinel.contains(&Fault::MasterPause));

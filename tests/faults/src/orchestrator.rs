@@ -456,18 +456,26 @@ impl Run {
             Fault::ConnKill => {
                 let m = &self.servers.members[0];
                 let (name, pid) = (m.name.clone(), m.pid);
-                self.nemesis_event("start", step.fault, vec![name.clone()], pid, "KILL every client connection".into());
+                let how = if self.servers.backend == Backend::Postgres { "pg_terminate_backend" } else { "KILL" };
+                self.nemesis_event(
+                    "start",
+                    step.fault,
+                    vec![name.clone()],
+                    pid,
+                    format!("{how} every client connection"),
+                );
                 let (ids, gone) = self.servers.kill_connections().await?;
                 let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
                 let detail = format!("killed {} connection(s) [{}], {gone} already gone", ids.len(), ids.join(" "));
                 self.nemesis_event("stop", step.fault, vec![name], pid, detail);
             }
-            Fault::ProxyDelay | Fault::ProxyFreeze | Fault::ProxyCut => {
+            Fault::ProxyDelay | Fault::ProxyFreeze | Fault::ProxyCut | Fault::ProxyLossy => {
                 let Some(i) = self.target(&all, step.pick) else { return Ok(()) };
                 let client = self.slots[i].client.clone();
                 let mode = match step.fault {
                     Fault::ProxyDelay => Mode::Delay(self.ttl.mul_f64(0.3 + 0.7 * step.pick)),
                     Fault::ProxyFreeze => Mode::Freeze,
+                    Fault::ProxyLossy => Mode::Lossy,
                     _ => Mode::Cut,
                 };
                 self.nemesis_event("start", step.fault, vec![client.clone()], None, format!("{mode:?} for {ms}ms"));

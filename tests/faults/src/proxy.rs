@@ -14,8 +14,25 @@ pub enum Mode {
     Pass,
     Delay(Duration),
     Freeze,
+    /// A lossy, jittery link: each chunk waits 0–`JITTER` ms, and one in `LOSS_ONE_IN` waits 200–600 ms more, the
+    /// retransmission a lost segment costs TCP (the proxy carries a byte stream, so loss shows as that delay).
+    Lossy,
     /// Connections are closed at once and new ones refused.
     Cut,
+}
+
+const JITTER: u64 = 50;
+const LOSS_ONE_IN: u32 = 10;
+
+/// The hold of one chunk on a lossy link.
+fn lossy_delay() -> Duration {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    let mut ms = rng.random_range(0..=JITTER);
+    if rng.random_ratio(1, LOSS_ONE_IN) {
+        ms += rng.random_range(200..=600);
+    }
+    Duration::from_millis(ms)
 }
 
 #[derive(Debug, Clone)]
@@ -74,7 +91,8 @@ async fn pump(mut r: impl AsyncReadExt + Unpin, mut w: impl AsyncWriteExt + Unpi
             match m {
                 Mode::Pass => break,
                 Mode::Cut => return,
-                Mode::Delay(d) => {
+                Mode::Delay(_) | Mode::Lossy => {
+                    let d = if let Mode::Delay(d) = m { d } else { lossy_delay() };
                     tokio::select! {
                         _ = tokio::time::sleep(d) => break,
                         _ = cut(&mut mode) => return,

@@ -721,13 +721,17 @@ impl Servers {
         }
     }
 
-    /// MySQL: ends every connection of the lock clients with `KILL <id>` (the mariadb CLI straight to the server's
-    /// port, never through a proxy). Returns the ids it found, and how many of them had gone before their KILL.
+    /// MySQL: ends every connection of the lock clients with `KILL <id>`; PostgreSQL: with `pg_terminate_backend`
+    /// (the server's own CLI straight to its port, never through a proxy). Returns the ids it found, and how many of
+    /// them had gone before their kill.
     pub async fn kill_connections(&self) -> Result<(Vec<u64>, usize), String> {
-        let m = self.members.first().filter(|m| self.backend == Backend::Mysql && m.is_running());
-        let Some(m) = m else {
+        let m = self.members.first().filter(|m| m.is_running());
+        let Some(m) = m.filter(|_| matches!(self.backend, Backend::Mysql | Backend::Postgres)) else {
             return Err(format!("{}: no running server to kill connections on", self.backend.name()));
         };
+        if self.backend == Backend::Postgres {
+            return terminate_backends(m.addr).await;
+        }
         let select =
             format!("SELECT id FROM information_schema.processlist WHERE db = '{MYSQL_DB}' AND id <> CONNECTION_ID()");
         // A server the previous fault restarted may still be recovering: retried until it answers, within a bound.
@@ -764,6 +768,41 @@ impl Drop for Servers {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// PostgreSQL: `pg_terminate_backend` of every other client backend, by psql as the superuser (trust auth), retried
+/// within a bound while a restarted server recovers. Returns their pids, and how many had ended before the call.
+async fn terminate_backends(addr: SocketAddr) -> Result<(Vec<u64>, usize), String> {
+    let psql = postgres_bin()?.join("psql");
+    let sql = "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity \
+               WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()";
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let out = loop {
+        let run = tokio::process::Command::new(&psql)
+            .args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string(), "-U", "postgres", "-d", "postgres"])
+            .args(["-X", "-A", "-t", "-F", " ", "-c", sql])
+            .env("PGCONNECT_TIMEOUT", "2")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out = match tokio::time::timeout(Duration::from_secs(10), run).await {
+            Ok(Ok(out)) if out.status.success() => break out,
+            Ok(Ok(out)) => format!("psql: {}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
+            Ok(Err(e)) => format!("psql: {e}"),
+            Err(_) => "psql: no answer within 10 s".into(),
+        };
+        if std::time::Instant::now() >= deadline {
+            return Err(format!("{out} (for 10 s)"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let (mut pids, mut gone) = (Vec::new(), 0);
+    for line in String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.trim().is_empty()) {
+        let (pid, ok) = line.trim().split_once(' ').ok_or_else(|| format!("psql answered {line:?}"))?;
+        pids.push(pid.parse::<u64>().map_err(|e| format!("pg_stat_activity pid {pid:?}: {e}"))?);
+        gone += usize::from(ok != "t");
+    }
+    Ok((pids, gone))
 }
 
 /// Runs the mariadb CLI as root on `addr`; returns stdout and stderr. It fails unless every error was ER_NO_SUCH_THREAD
