@@ -174,6 +174,11 @@ main() {
     # The canary: client pauses only; it fails unless the faults make an unfenced resource go wrong.
     job "redis canary" "target/faults/redis-canary-$SEED" "$LOCKTEST" run --backend redis --profile canary \
         --seed "$SEED" --langs "$LANGS"
+    # The known-bad skew: a majority of the Redlock instances jumped forward, so two clients hold at once; the
+    # unfenced resource must break (the canary verdict) while the fence still refuses every stale write.
+    job "redlock skew-majority canary" "target/faults/redlock-skew-majority-$SEED" "$LOCKTEST" run --backend redlock \
+        --profile canary --faults server-clock-jump --skew-majority --seed "$SEED" --langs "$LANGS" \
+        --out "target/faults/redlock-skew-majority-$SEED"
     if [[ -n $broken ]]; then
         job "sqlite broken-fence canary" "target/faults/sqlite-broken-fence-$SEED" "$BROKEN" run --backend sqlite \
             --profile canary --seed "$SEED" --langs rust --no-go --broken-fence --out "target/faults/sqlite-broken-fence-$SEED"

@@ -142,6 +142,8 @@ pub struct Report {
     pub canary: bool,
     /// The run's build carries a register that accepts older tokens: the stale-write check must catch it.
     pub broken_fence: bool,
+    /// The run must show a believed overlap (`Expect::double_grant`).
+    pub double_grant: bool,
     pub failures: Vec<String>,
 }
 
@@ -153,6 +155,10 @@ pub struct Expect {
     /// A build with the `fence_accepts_older_token` mutant (tests/faults/run.sh): stale writes accepted by the
     /// SDK fence, or the check cannot fail. They are this run's evidence, not its failure.
     pub broken_fence: bool,
+    /// A known-bad run that must grant the lock twice (a majority of Redlock instances skewed): two sessions that
+    /// believed they held at once, or the faults did not bite. With it, the canary asks for that, not for
+    /// violations without fencing.
+    pub double_grant: bool,
 }
 
 fn secs(ns: u64) -> f64 {
@@ -284,6 +290,29 @@ pub fn sessions(h: &[Event]) -> Vec<Session> {
 }
 
 /// The violations without fencing so far: what the canary waits for while its faults run.
+/// The pairs of conflicting sessions that believed they held at once, `by_ok` sorted by acquisition.
+fn overlapping<'a>(by_ok: &[&'a Session]) -> Vec<(&'a Session, &'a Session)> {
+    let mut out = Vec::new();
+    for (a, sa) in by_ok.iter().enumerate() {
+        for sb in by_ok[a + 1..].iter().take_while(|sb| sb.t_ok < sa.t_end) {
+            if sb.t_ok < sb.t_end && conflicts(sa, sb) {
+                out.push((*sa, *sb));
+            }
+        }
+    }
+    out
+}
+
+/// How many pairs of sessions of the history so far believed they held at once (the double-grant canary's bite).
+pub fn believed_overlaps(h: &[Event]) -> usize {
+    let mut h = h.to_vec();
+    h.sort_by_key(|e| e.t_ref);
+    let ss = sessions(&h);
+    let mut by_ok: Vec<&Session> = ss.iter().collect();
+    by_ok.sort_by_key(|s| s.t_ok);
+    overlapping(&by_ok).len()
+}
+
 pub fn unfenced_violations(h: &[Event]) -> i64 {
     let ops: Vec<&Event> = h.iter().filter(|e| e.src == "referee").collect();
     policy(&ops, 1).total()
@@ -382,7 +411,12 @@ pub fn check(h: &[Event], expect: Expect) -> Report {
     let mut h: Vec<Event> = h.to_vec();
     h.sort_by_key(|e| e.t_ref);
     let ph = phases(&h);
-    let mut r = Report { canary: expect.canary, broken_fence: expect.broken_fence, ..Report::default() };
+    let mut r = Report {
+        canary: expect.canary,
+        broken_fence: expect.broken_fence,
+        double_grant: expect.double_grant,
+        ..Report::default()
+    };
     r.run = h.iter().find(|e| e.is("run", "phase", "start")).and_then(|e| e.detail.clone()).unwrap_or_default();
     r.duration_s = secs(ph.end.saturating_sub(ph.start));
     let ss = sessions(&h);
@@ -419,17 +453,12 @@ pub fn check(h: &[Event], expect: Expect) -> Report {
     // P4: believed overlap.
     let mut by_ok: Vec<&Session> = ss.iter().collect();
     by_ok.sort_by_key(|s| s.t_ok);
-    let mut overlaps: Vec<(&Session, &Session)> = Vec::new();
-    for (a, sa) in by_ok.iter().enumerate() {
-        for sb in by_ok[a + 1..].iter().take_while(|sb| sb.t_ok < sa.t_end) {
-            if sb.t_ok < sb.t_end && conflicts(sa, sb) {
-                let len = sa.t_end.min(sb.t_end) - sb.t_ok;
-                r.overlap_pairs += 1;
-                r.overlap_total_s += secs(len);
-                r.overlap_max_s = r.overlap_max_s.max(secs(len));
-                overlaps.push((sa, sb));
-            }
-        }
+    let overlaps = overlapping(&by_ok);
+    for (sa, sb) in &overlaps {
+        let len = sa.t_end.min(sb.t_end) - sb.t_ok;
+        r.overlap_pairs += 1;
+        r.overlap_total_s += secs(len);
+        r.overlap_max_s = r.overlap_max_s.max(secs(len));
     }
 
     // P2: tokens.
@@ -830,7 +859,9 @@ fn failures(r: &Report) -> Vec<String> {
     if r.broken_fence && r.stale_fence_writes == 0 {
         f.push("broken register: no stale write accepted by the SDK fence — the check missed the mutant".into());
     }
-    if r.canary && r.shadow.total() == 0 {
+    if r.double_grant && r.overlap_pairs == 0 {
+        f.push("double-grant canary: no two sessions believed they held at once — the faults did not bite".into());
+    } else if r.canary && !r.double_grant && r.shadow.total() == 0 {
         f.push("canary: no violation without fencing — the faults did not bite".into());
     }
     f
@@ -859,6 +890,9 @@ pub fn table(reports: &[Report]) -> String {
         let mut run = r.run.replace("backend=", "").replace(" profile=", " ").replace(" seed=", " seed ");
         if r.broken_fence {
             run += " (broken register: stale writes must show)";
+        }
+        if r.double_grant {
+            run += " (a majority skewed: a double grant must show)";
         }
         s += &format!(
             "| {run} | {} | {} ({}) | {faults} | {} | {}/{} ({}) | {} | {} | {}/{} | {}/{} | {} | {} | {}/{} | {}/{} in {} | {} | {} | {} | {} |\n",
@@ -919,12 +953,15 @@ pub fn render(r: &Report) -> String {
     );
     s += &format!("faults: {}\n", if faults.is_empty() { "none".into() } else { faults.join(" ") });
     s += &format!("violations with fencing:    {}   {}\n", pol(&r.fenced), verdict(r.fenced.total() == 0));
-    let canary = if r.canary { verdict(r.shadow.total() > 0) } else { "(measured)" };
+    let canary = if r.canary && !r.double_grant { verdict(r.shadow.total() > 0) } else { "(measured)" };
     s += &format!("violations without fencing: {}   {}\n", pol(&r.shadow), canary);
     s += &format!("           cas-unique:      {}   (measured)\n", pol(&r.cas));
     s += &format!(
-        "believed-overlap: pairs={} total={:.1}s max={:.1}s   (measured)\n",
-        r.overlap_pairs, r.overlap_total_s, r.overlap_max_s
+        "believed-overlap: pairs={} total={:.1}s max={:.1}s   {}\n",
+        r.overlap_pairs,
+        r.overlap_total_s,
+        r.overlap_max_s,
+        if r.double_grant { verdict(r.overlap_pairs > 0) } else { "(measured)" }
     );
     s += &format!(
         "tokens: duplicates={} regressions={}   {}\n",
@@ -1368,6 +1405,17 @@ mod tests {
         assert_eq!(r.notify_latency_p50_ms, Some(499));
         // It wrote after the notification.
         assert_eq!(r.stale_attempts_after_notify, 1);
+    }
+
+    #[test]
+    fn the_double_grant_canary_needs_two_believed_holders() {
+        let expect = Expect { canary: true, double_grant: true, ..Expect::default() };
+        let r = check(&stale_write(false).w(13 * S, "lost", "lost", "a", Some("a9"), Some(20)).0, expect);
+        assert_eq!(r.overlap_pairs, 1);
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
+        let r = check(&clean().0, expect);
+        assert!(r.failures.iter().any(|f| f.starts_with("double-grant canary")), "{:?}", r.failures);
+        assert!(!r.failures.iter().any(|f| f.starts_with("canary:")), "it asks for the double grant instead");
     }
 
     #[test]

@@ -38,6 +38,9 @@ enum Cmd {
         /// The run's build had a broken register: require stale writes accepted by the SDK fence instead of none.
         #[arg(long)]
         broken_fence: bool,
+        /// The run skewed a majority (`run --skew-majority`): require a double grant.
+        #[arg(long)]
+        double_grant: bool,
     },
     /// Prints the Markdown table of the runs in the given directories (their report.json).
     Table { runs: Vec<PathBuf> },
@@ -93,9 +96,9 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Check { history, canary, broken_fence } => match history::read(&history) {
+        Cmd::Check { history, canary, broken_fence, double_grant } => match history::read(&history) {
             Ok(h) => {
-                let r = checker::check(&h, checker::Expect { canary, broken_fence });
+                let r = checker::check(&h, checker::Expect { canary, broken_fence, double_grant });
                 print!("{}", checker::render(&r));
                 if r.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
             }

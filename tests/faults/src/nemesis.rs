@@ -199,11 +199,12 @@ pub fn schedule(rng: &mut StdRng, menu: &[Fault], ttl: Duration, phase: Duration
     out
 }
 
-/// The canary's extra fault once its schedule is used up without a violation: a holder paused for 1.2–2.5×TTL, always
-/// longer than the TTL (no control), so its lock expires mid-critical-section.
-pub fn canary_step(rng: &mut StdRng, ttl: Duration) -> Step {
+/// The canary's extra fault once its schedule is used up without a violation: its menu's first fault (a client pause
+/// unless `--faults` says otherwise) for 1.2–2.5×TTL, always longer than the TTL (no control), so a holder's lock
+/// expires mid-critical-section.
+pub fn canary_step(rng: &mut StdRng, ttl: Duration, fault: Fault) -> Step {
     Step {
-        fault: Fault::ClientPause,
+        fault,
         duration: ttl.mul_f64(rng.random_range(1.2..2.5)),
         gap: Duration::from_millis(rng.random_range(500..1500)),
         pick: rng.random_range(0.0..1.0),
@@ -255,7 +256,7 @@ mod tests {
         let ttl = Duration::from_secs(2);
         let mut rng = StdRng::seed_from_u64(3);
         for _ in 0..100 {
-            let s = canary_step(&mut rng, ttl);
+            let s = canary_step(&mut rng, ttl, Fault::ClientPause);
             assert_eq!(s.fault, Fault::ClientPause);
             assert!(s.duration > ttl, "{s:?}");
         }

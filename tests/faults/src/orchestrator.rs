@@ -68,6 +68,10 @@ pub struct RunArgs {
     /// show stale writes accepted by the SDK fence, and the canary keeps pausing holders until one shows.
     #[arg(long)]
     pub broken_fence: bool,
+    /// `server-clock-jump` skews a majority of the Redlock instances, one more than may fail: the known-bad run
+    /// (with `--profile canary --faults server-clock-jump`) whose unfenced resource must break while the fence holds.
+    #[arg(long)]
+    pub skew_majority: bool,
     /// Where history.jsonl and report.json go (default: <root>/target/faults/<backend>-<profile>-<seed>, with
     /// `-<workload>` after the backend for the rw lock and the semaphore).
     #[arg(long)]
@@ -394,7 +398,13 @@ impl Run {
             }
             Fault::ServerClockJump => {
                 let Some((n, most)) = self.servers.backend.skewable() else { return Ok(()) };
-                let k = if step.pick < 0.5 { 1 } else { most };
+                let k = if self.args.skew_majority {
+                    most + 1
+                } else if step.pick < 0.5 {
+                    1
+                } else {
+                    most
+                };
                 let first = (step.pick * 2.0 * n as f64) as usize % n;
                 let chosen: Vec<usize> = (0..k).map(|j| (first + j) % n).collect();
                 let names: Vec<String> = chosen.iter().map(|&i| self.servers.members[i].name.clone()).collect();
@@ -814,6 +824,9 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
         args.seed,
         args.ttl_ms
     );
+    if args.skew_majority {
+        label += " skew=majority";
+    }
     match args.workload {
         Workload::Mutex => {}
         Workload::Rwlock => label += " workload=rwlock",
@@ -848,13 +861,16 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
         let cap = faults_end + CANARY_EXTRA;
         let bitten = || {
             let h = shared.history.lock().unwrap_or_else(|p| p.into_inner());
+            if args.skew_majority {
+                return checker::believed_overlaps(&h) > 0;
+            }
             checker::unfenced_violations(&h) > 0 && (!args.broken_fence || checker::stale_fence_count(&h) > 0)
         };
         if !bitten() {
-            eprintln!("locktest: {name}: the faults have not bitten yet; pausing holders until they do");
+            eprintln!("locktest: {name}: the faults have not bitten yet; more of them until they do");
         }
         while !bitten() && Instant::now() < cap {
-            let step = nemesis::canary_step(&mut rng, ttl);
+            let step = nemesis::canary_step(&mut rng, ttl, menu.first().copied().unwrap_or(Fault::ClientPause));
             run.inject(step).await?;
             run.respawn_dead()?;
             tokio::time::sleep(step.gap).await;
@@ -871,7 +887,11 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
     let mut events = std::mem::take(&mut *shared.history.lock().unwrap_or_else(|p| p.into_inner()));
     let path = out.join("history.jsonl");
     history::write(&path, &mut events).map_err(|e| format!("{}: {e}", path.display()))?;
-    let expect = checker::Expect { canary: args.profile == Profile::Canary, broken_fence: args.broken_fence };
+    let expect = checker::Expect {
+        canary: args.profile == Profile::Canary,
+        broken_fence: args.broken_fence,
+        double_grant: args.skew_majority,
+    };
     let report = checker::check(&events, expect);
     let text = checker::render(&report);
     std::fs::write(out.join("report.txt"), &text).map_err(|e| e.to_string())?;
@@ -881,14 +901,20 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
     if !report.failures.is_empty() {
         let canary = if expect.canary { " --canary" } else { "" };
         let broken = if expect.broken_fence { " --broken-fence" } else { "" };
-        println!("replay the check: target/debug/locktest check {}{canary}{broken}", path.display());
+        let double = if expect.double_grant { " --double-grant" } else { "" };
+        println!("replay the check: target/debug/locktest check {}{canary}{broken}{double}", path.display());
         // The running binary, not target/debug/locktest: the broken-register run is a build of its own.
         let exe = std::env::current_exe().map_or_else(|_| "target/debug/locktest".into(), |p| p.display().to_string());
         println!(
-            "re-run the schedule: {exe} run --backend {} --profile {} --seed {}{}{broken}",
+            "re-run the schedule: {exe} run --backend {} --profile {} --seed {}{}{}{}{broken}",
             args.backend.name(),
             args.profile.name(),
             args.seed,
+            match &args.faults[..] {
+                [] => String::new(),
+                f => format!(" --faults {}", f.iter().map(|f| f.name()).collect::<Vec<_>>().join(",")),
+            },
+            if args.skew_majority { " --skew-majority" } else { "" },
             match args.workload {
                 Workload::Mutex => String::new(),
                 w => format!(" --workload {} --permits {}", w.name(), args.permits),
