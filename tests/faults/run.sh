@@ -171,6 +171,9 @@ main() {
                 --workload "$w" --langs "$LANGS" --no-go
         done
     done
+    # Two faults at once: each step of the ci menu with a background fault on a client's links or clock.
+    job "etcd mixed" "target/faults/etcd-mixed-$SEED" "$LOCKTEST" run --backend etcd --profile mixed --seed "$SEED" \
+        "${args[@]}"
     # The canary: client pauses only; it fails unless the faults make an unfenced resource go wrong.
     job "redis canary" "target/faults/redis-canary-$SEED" "$LOCKTEST" run --backend redis --profile canary \
         --seed "$SEED" --langs "$LANGS"

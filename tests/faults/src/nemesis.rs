@@ -9,10 +9,13 @@ use std::time::Duration;
 pub enum Profile {
     /// Client pauses only: violations without fencing must show, or the faults do not bite.
     Canary,
-    /// Every fault that applies to the backend (each at least once), 30 s of faults.
+    /// Every fault that applies to the backend (each at least once), 38 s of faults.
     Ci,
     /// The same menu for longer, on demand.
     Soak,
+    /// The ci menu with two faults at once: each step runs with a background fault on the links or the clock of a
+    /// client (delay, loss, freeze, clock jump) for at least a TTL.
+    Mixed,
 }
 
 impl Profile {
@@ -21,6 +24,7 @@ impl Profile {
             Profile::Canary => "canary",
             Profile::Ci => "ci",
             Profile::Soak => "soak",
+            Profile::Mixed => "mixed",
         }
     }
 
@@ -30,6 +34,7 @@ impl Profile {
             Profile::Canary => Duration::from_secs(20),
             Profile::Ci => Duration::from_secs(38),
             Profile::Soak => Duration::from_secs(600),
+            Profile::Mixed => Duration::from_secs(38),
         }
     }
 
@@ -164,6 +169,20 @@ pub struct Step {
     pub gap: Duration,
     /// In [0, 1): picks the target, the jump direction, the delay.
     pub pick: f64,
+    /// The mixed profile: the fault that runs in the background of this one.
+    pub also: Option<Fault>,
+}
+
+/// The faults that can run in the background of another (the mixed profile): a client's links or clock.
+pub const BACKGROUND: [Fault; 4] = [Fault::ProxyDelay, Fault::ProxyLossy, Fault::ProxyFreeze, Fault::ClockJump];
+
+/// The mixed profile's pairs: each step gets a background fault of the menu other than itself.
+pub fn pair_up(rng: &mut StdRng, steps: &mut [Step], menu: &[Fault]) {
+    let background: Vec<Fault> = BACKGROUND.into_iter().filter(|f| menu.contains(f)).collect();
+    for step in steps {
+        let others: Vec<Fault> = background.iter().copied().filter(|&f| f != step.fault).collect();
+        step.also = (!others.is_empty()).then(|| others[rng.random_range(0..others.len())]);
+    }
 }
 
 /// The seeded schedule: the menu in a shuffled order, again and again, until `phase` is used up — so a run long enough
@@ -192,6 +211,7 @@ pub fn schedule(rng: &mut StdRng, menu: &[Fault], ttl: Duration, phase: Duration
             duration: ttl.mul_f64(factor),
             gap: Duration::from_millis(rng.random_range(500..1500)),
             pick: rng.random_range(0.0..1.0),
+            also: None,
         };
         used += step.duration + step.gap;
         out.push(step);
@@ -208,6 +228,7 @@ pub fn canary_step(rng: &mut StdRng, ttl: Duration, fault: Fault) -> Step {
         duration: ttl.mul_f64(rng.random_range(1.2..2.5)),
         gap: Duration::from_millis(rng.random_range(500..1500)),
         pick: rng.random_range(0.0..1.0),
+        also: None,
     }
 }
 
@@ -249,6 +270,23 @@ mod tests {
             let a = schedule(&mut StdRng::seed_from_u64(seed), &sentinel, ttl, Profile::Ci.fault_phase());
             assert!(sentinel.iter().all(|f| a.iter().any(|s| s.fault == *f)), "seed {seed}: not every fault: {a:?}");
         }
+    }
+
+    #[test]
+    fn mixed_steps_pair_each_fault_with_another_in_the_background() {
+        let ttl = Duration::from_secs(2);
+        let menu = Profile::Mixed.faults(Backend::Etcd);
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut steps = schedule(&mut rng, &menu, ttl, Profile::Mixed.fault_phase());
+        pair_up(&mut rng, &mut steps, &menu);
+        for s in &steps {
+            let also = s.also.expect("etcd's menu has background faults");
+            assert!(also != s.fault && BACKGROUND.contains(&also), "{s:?}");
+        }
+        // No proxies, no clocks in the menu: nothing to pair with.
+        let mut steps = schedule(&mut rng, &[Fault::ServerKill], ttl, Profile::Mixed.fault_phase());
+        pair_up(&mut rng, &mut steps, &[Fault::ServerKill]);
+        assert!(steps.iter().all(|s| s.also.is_none()));
     }
 
     #[test]

@@ -216,6 +216,51 @@ impl Run {
         self.shared.push(e);
     }
 
+    /// Starts `fault` in the background of another (the mixed profile) for `d`, on a client's links or clock: a task
+    /// that sets the fault, waits and undoes it, recording both ends. `None` if no slot can take it.
+    fn background(&self, fault: Fault, pick: f64, d: Duration) -> Option<tokio::task::JoinHandle<()>> {
+        let all: Vec<usize> = (0..self.slots.len()).collect();
+        let ms = d.as_millis();
+        let event = move |shared: &Shared, kind: &str, client: &str, detail: String| {
+            let mut e = Event::new("nemesis", kind, fault.name(), t_ref());
+            (e.targets, e.detail) = (Some(vec![client.to_string()]), Some(detail));
+            shared.push(e);
+        };
+        let shared = self.shared.clone();
+        match fault {
+            Fault::ProxyDelay | Fault::ProxyLossy | Fault::ProxyFreeze => {
+                let i = self.target(&all, pick)?;
+                let (client, proxies) = (self.slots[i].client.clone(), self.slots[i].proxies.clone());
+                let mode = match fault {
+                    Fault::ProxyDelay => Mode::Delay(self.ttl.mul_f64(0.3 + 0.7 * pick)),
+                    Fault::ProxyLossy => Mode::Lossy,
+                    _ => Mode::Freeze,
+                };
+                Some(tokio::spawn(async move {
+                    event(&shared, "start", &client, format!("{mode:?} for {ms}ms, in the background"));
+                    proxies.iter().for_each(|p| p.set(mode));
+                    tokio::time::sleep(d).await;
+                    proxies.iter().for_each(|p| p.set(Mode::Pass));
+                    event(&shared, "stop", &client, "pass".into());
+                }))
+            }
+            Fault::ClockJump => {
+                let clocked: Vec<usize> = all.into_iter().filter(|&i| self.slots[i].clock.is_some()).collect();
+                let i = self.target(&clocked, pick)?;
+                let (client, file) = (self.slots[i].client.clone(), self.slots[i].clock.clone()?);
+                let jump = 2 * self.args.ttl_ms.div_ceil(1000) as i64 * if pick < 0.5 { 1 } else { -1 };
+                Some(tokio::spawn(async move {
+                    event(&shared, "start", &client, format!("{jump:+}s for {ms}ms, in the background"));
+                    let _ = std::fs::write(&file, format!("{jump:+}\n"));
+                    tokio::time::sleep(d).await;
+                    let _ = std::fs::write(&file, "+0\n");
+                    event(&shared, "stop", &client, "+0s".into());
+                }))
+            }
+            _ => None,
+        }
+    }
+
     fn phase(&self, name: &str, detail: Option<String>) {
         let mut e = Event::new("run", "phase", name, t_ref());
         e.detail = detail;
@@ -737,7 +782,10 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
     let ttl = Duration::from_millis(args.ttl_ms);
     let mut rng = StdRng::seed_from_u64(args.seed);
     let menu = if args.faults.is_empty() { args.profile.faults(args.backend) } else { args.faults.clone() };
-    let steps = nemesis::schedule(&mut rng, &menu, ttl, args.profile.fault_phase());
+    let mut steps = nemesis::schedule(&mut rng, &menu, ttl, args.profile.fault_phase());
+    if args.profile == Profile::Mixed {
+        nemesis::pair_up(&mut rng, &mut steps, &menu);
+    }
 
     let t0 = Instant::now();
     let mut servers = Servers::start(args.backend, &data.0, &out.join("logs"))?;
@@ -851,7 +899,12 @@ pub async fn run(args: RunArgs) -> Result<Option<checker::Report>, String> {
         if Instant::now() >= faults_end {
             break;
         }
+        // Mixed: a background fault for the step's duration, a TTL at least (a kill is over at once).
+        let background = step.also.and_then(|f| run.background(f, 1.0 - step.pick, step.duration.max(ttl)));
         run.inject(step).await?;
+        if let Some(task) = background {
+            let _ = task.await;
+        }
         run.respawn_dead()?;
         tokio::time::sleep(step.gap).await;
     }
