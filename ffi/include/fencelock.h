@@ -440,7 +440,8 @@ enum fencelock_status fencelock_client_local_entries(const struct fencelock_clie
 // `lease` is NULL or a live lease.
 uint64_t fencelock_lease_remaining_ms(const struct fencelock_lease *lease);
 
-// Whether the lease was lost (its lost signal fired; see `fencelock_lease_on_lost`); false for NULL.
+// Whether the lease was lost: its lost signal fired, or its validity passed without a renewal, which fires
+// the signal now (see `fencelock_lease_on_lost`). False for NULL.
 //
 // # Safety
 // `lease` is NULL or a live lease.

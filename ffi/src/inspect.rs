@@ -117,7 +117,8 @@ pub unsafe extern "C" fn fencelock_lease_remaining_ms(lease: *const fencelock_le
     unsafe { lease.as_ref() }.map_or(0, |l| u64::try_from(l.lease().remaining().as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Whether the lease was lost (its lost signal fired; see `fencelock_lease_on_lost`); false for NULL.
+/// Whether the lease was lost: its lost signal fired, or its validity passed without a renewal, which fires
+/// the signal now (see `fencelock_lease_on_lost`). False for NULL.
 ///
 /// # Safety
 /// `lease` is NULL or a live lease.

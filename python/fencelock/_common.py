@@ -107,7 +107,7 @@ class LostSignalView:
         self._native = native
 
     def is_set(self) -> bool:
-        """Whether the lease has been lost."""
+        """Whether the lease has been lost; a validity passed without a renewal counts, and fires the signal now."""
         return self._native.is_lost()
 
     @property

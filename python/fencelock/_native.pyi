@@ -149,7 +149,7 @@ class Lease:
     def is_valid(self) -> bool:
         """Whether the lease is still ours by our own clock."""
     def is_lost(self) -> bool:
-        """Whether the lost signal has fired."""
+        """Whether the lost signal has fired (core fires it here once the validity has passed without a renewal)."""
     def lost_reason(self) -> Optional[str]:
         """Core's reason for the loss; ``None`` while not lost."""
     def renew(self, ttl: Optional[float]) -> None:

@@ -74,7 +74,7 @@ impl PyLease {
         Ok(self.get(py)?.is_valid())
     }
 
-    /// Whether the lost signal has fired.
+    /// Whether the lost signal has fired; core fires it here if the validity has passed without a renewal.
     fn is_lost(&self, py: Python<'_>) -> PyResult<bool> {
         Ok(self.get(py)?.is_lost())
     }

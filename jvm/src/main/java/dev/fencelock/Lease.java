@@ -59,7 +59,7 @@ public sealed class Lease implements AutoCloseable permits Leadership {
         return Duration.ofMillis(ifHeld(p -> Native.leaseRemainingMs(p), 0L));
     }
 
-    /** Whether the lost signal has fired. */
+    /** Whether the lease is lost: its lost signal fired, or its validity passed without a renewal (it fires then). */
     public boolean isLost() {
         return ifHeld(p -> Native.leaseIsLost(p), lostAtRelease);
     }
