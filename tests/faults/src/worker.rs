@@ -37,6 +37,9 @@ pub struct WorkerArgs {
     /// The semaphore's permits (`--workload semaphore`).
     #[arg(long, default_value_t = 2)]
     pub permits: u32,
+    /// No lost check before a write: the canary's user, whom only fencing protects from a pause past the TTL.
+    #[arg(long)]
+    pub careless: bool,
 }
 
 /// What one cycle takes: the mutex, a read or the write hold of the rw lock, a permit, or the leadership.
@@ -287,7 +290,7 @@ async fn critical_section(
     for i in 0..writes {
         // A careful user: no write once the SDK said the lock is lost. A pause between this check and the write is
         // exactly what fencing exists for.
-        if lease.is_lost() {
+        if !args.careless && lease.is_lost() {
             return Ok(());
         }
         // The SDK's own register on the backend decides the fenced write; the referee only records its answer

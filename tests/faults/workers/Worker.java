@@ -41,11 +41,14 @@ public final class Worker {
     private final Random rng;
     private final double ttl;
     private final LockOptions options;
+    /** No lost check before a write: the canary's user, whom only fencing protects. */
+    private final boolean careless;
     private BufferedReader refereeIn;
     private Writer refereeOut;
 
     private Worker(Map<String, String> args) {
         this.args = args;
+        this.careless = args.containsKey("--careless");
         this.rng = new Random(Long.parseLong(args.get("--seed")) ^ pid);
         long ttlMs = Long.parseLong(args.get("--ttl-ms"));
         this.ttl = ttlMs / 1000.0;
@@ -177,7 +180,7 @@ public final class Worker {
         }
         int writes = rng.nextDouble() < 0.3 ? 2 : 1;
         for (int i = 0; i < writes; i++) {
-            if (lease.isLost()) return; // a careful user; a pause right after this check is what fencing is for
+            if (!careless && lease.isLost()) return; // a careful user; a pause after this is what fencing is for
             // The SDK's own register on the backend decides the fenced write; the referee only records its answer.
             Boolean fenced = fenceWrite(client, key, token, slot, session);
             values = call(request(key, session, token, hold, "write") + ",\"fenced\":" + fenced + ",\"values\":["
@@ -251,8 +254,13 @@ public final class Worker {
         Map<String, String> args = new HashMap<>(Map.of(
                 "--name", "locktest", "--key", "register", "--workload", "mutex", "--ttl-ms", "2000",
                 "--permits", "2", "--seed", "0"));
-        for (int i = 0; i + 1 < argv.length; i += 2) {
+        for (int i = 0; i < argv.length; i += 2) {
             if (!argv[i].startsWith("--")) throw new IllegalArgumentException("unknown option " + argv[i]);
+            if (argv[i].equals("--careless")) {
+                args.put(argv[i--], "");
+                continue;
+            }
+            if (i + 1 >= argv.length) throw new IllegalArgumentException(argv[i] + " needs a value");
             args.put(argv[i], argv[i + 1]);
         }
         for (String required : new String[] {"--url", "--referee", "--client"}) {

@@ -167,6 +167,7 @@ struct args {
     uint64_t ttl_ms;
     unsigned seed;
     uint32_t permits;
+    bool careless; /* no lost check before a write: the canary's user */
 };
 
 static json_t *request(const char *key, const char *session, uint64_t token, const char *hold, const char *op) {
@@ -217,7 +218,8 @@ static void critical_section(const struct fencelock_client *client, const struct
     }
     int writes = uniform(rng, 0, 1) < 0.3 ? 2 : 1;
     for (int i = 0; i < writes; i++) {
-        if (fencelock_lease_is_lost(lease)) return; /* a careful user; a pause right after this is what fencing is for */
+        /* a careful user; a pause right after this is what fencing is for */
+        if (!a->careless && fencelock_lease_is_lost(lease)) return;
         int fenced = fence_write(client, key, token, slot, session);
         json_t *w = request(key, session, token, hold, "write");
         json_object_set_new(w, "fenced", fenced < 0 ? json_null() : json_boolean(fenced));
@@ -232,7 +234,13 @@ static void critical_section(const struct fencelock_client *client, const struct
 
 int main(int argc, char **argv) {
     struct args a = {.name = "locktest", .key = "register", .workload = "mutex", .ttl_ms = 2000, .permits = 2};
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--careless")) {
+            a.careless = true;
+            i--; /* a flag: no value */
+            continue;
+        }
+        if (i + 1 >= argc) die("option without a value", argv[i]);
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--url")) a.url = v;
         else if (!strcmp(k, "--referee")) a.referee = v;

@@ -21,6 +21,7 @@ const { values: args } = parseArgs({
     module: { type: 'string' },
     workload: { type: 'string', default: 'mutex' },
     permits: { type: 'string', default: '2' },
+    careless: { type: 'boolean', default: false }, // no lost check before a write: the canary's user
   },
 });
 for (const need of ['url', 'referee', 'client', 'module']) {
@@ -158,7 +159,7 @@ async function criticalSection(lease, session, hold) {
   }
   const writes = random() < 0.3 ? 2 : 1;
   for (let i = 0; i < writes; i++) {
-    if (!lease.valid) return; // a careful user; a pause right after this check is what fencing is for
+    if (!args.careless && !lease.valid) return; // a careful user; a pause after this is what fencing is for
     // The SDK's own register on the backend decides the fenced write; the referee only records its answer.
     const fenced = await fenceWrite(key, token, lease.slot, session);
     [, values] = await referee.call({ ...base, op: 'write', fenced, values: values.map((v) => v + 1) });

@@ -89,6 +89,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workload", choices=["mutex", "rwlock", "semaphore", "election"], default="mutex")
     ap.add_argument("--permits", type=int, default=2)
+    ap.add_argument("--careless", action="store_true", help="no lost check before a write (the canary's user)")
     args = ap.parse_args()
 
     out = Emitter(args.client)
@@ -177,7 +178,7 @@ def critical_section(client, lease, hold, args, owner, referee, out, session, rn
         return
     writes = 2 if rng.random() < 0.3 else 1
     for i in range(writes):
-        if lease.lost.is_set():  # a careful user; a pause right after this check is what fencing is for
+        if not args.careless and lease.lost.is_set():  # a careful user; a pause after this is what fencing is for
             return
         # The SDK's own register on the backend decides the fenced write; the referee only records its answer.
         fenced = fence_write(client, key, token, lease.slot, session, out)
