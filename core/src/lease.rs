@@ -136,16 +136,11 @@ impl Hold {
         self.end_tx.send_replace(Some(LeaseEnd::Lost(reason)));
     }
 
-    /// Fires the lost signal if the validity has passed without a renewal, as the watchdog would when its timer
-    /// runs. Called by the synchronous checks, so that a process resumed after a pause past the TTL learns of the
-    /// loss before its next write, not only once the runtime has run the watchdog's overdue timer.
+    /// Fires the lost signal if the validity has passed without a renewal: the watchdog's expiry tick, and the
+    /// synchronous checks ([`Hold::check_expiry_now`]).
     pub(crate) fn check_expiry(&self) {
         let st = self.state();
-        if st.released
-            || st.lost.is_some()
-            || Instant::now() < st.valid_until
-            || mutant::active("lost_check_ignores_validity")
-        {
+        if st.released || st.lost.is_some() || Instant::now() < st.valid_until {
             return;
         }
         drop(st);
@@ -153,6 +148,15 @@ impl Hold {
             self.mark_lost(Loss::Unreachable, "no renewal succeeded within the lease's validity");
         } else {
             self.mark_lost(Loss::Expired, "the TTL passed without a renewal (watchdog off)");
+        }
+    }
+
+    /// [`check_expiry`](Hold::check_expiry) from `is_lost`/`is_valid`, so that a process resumed after a pause past
+    /// the TTL learns of the loss before its next write, not only once the runtime has run the watchdog's overdue
+    /// timer.
+    fn check_expiry_now(&self) {
+        if !mutant::active("lost_check_ignores_validity") {
+            self.check_expiry();
         }
     }
 
@@ -453,7 +457,7 @@ impl Lease {
     /// Whether the lease is still ours by our own clock: not released, not lost, validity not passed. A validity
     /// found passed fires the lost signal ([`is_lost`](Lease::is_lost)).
     pub fn is_valid(&self) -> bool {
-        self.hold.check_expiry();
+        self.hold.check_expiry_now();
         !*self.released.borrow() && self.hold.check_active().is_ok() && self.remaining() > Duration::ZERO
     }
 
@@ -466,7 +470,7 @@ impl Lease {
     /// stalled runtime delayed the watchdog's own check), so a check just before a write never answers `false`
     /// for a lease that our own clock says has ended.
     pub fn is_lost(&self) -> bool {
-        self.hold.check_expiry();
+        self.hold.check_expiry_now();
         matches!(*self.hold.end_tx.borrow(), Some(LeaseEnd::Lost(_)))
     }
 

@@ -98,7 +98,7 @@ async fn tick(hold: &Arc<Hold>) -> Option<Instant> {
     match hold.next_due() {
         Due::Done => None,
         Due::ExpiresAt(t) if Instant::now() >= t => {
-            hold.mark_lost(Loss::Expired, "the TTL passed without a renewal (watchdog off)");
+            hold.check_expiry();
             hold.expire_record().await;
             None
         }

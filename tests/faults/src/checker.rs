@@ -221,6 +221,11 @@ fn fault_windows(h: &[Event], end: u64) -> Vec<Window<'_>> {
 const CLOCK_VISIBLE: [&str; 6] =
     ["client-pause", "client-kill", "proxy-delay", "proxy-freeze", "proxy-lossy", "server-pause"];
 
+/// ` (a b c)` after a count, or nothing for an empty list.
+fn listed(items: &[String], sep: &str) -> String {
+    if items.is_empty() { String::new() } else { format!(" ({})", items.join(sep)) }
+}
+
 /// The TTL from the run's label (`ttl=2000ms`); 2 s, the suite's default, for a history without one.
 fn ttl_ns(label: &str) -> u64 {
     let ms = label.split_whitespace().find_map(|w| w.strip_prefix("ttl=")?.strip_suffix("ms")?.parse::<u64>().ok());
@@ -991,26 +996,18 @@ pub fn render(r: &Report) -> String {
         r.notify_latency_p50_ms.unwrap_or(0),
         r.notify_latency_max_ms.unwrap_or(0),
         r.losses_unnotified.len(),
-        if r.losses_unnotified.is_empty() { String::new() } else { format!(" ({})", r.losses_unnotified.join(" ")) },
+        listed(&r.losses_unnotified, " "),
         verdict(r.losses_unnotified.is_empty())
     );
     s += &format!(
         "                         unnotified while the client's own clock was moved={}{}   (measured)\n",
         r.losses_unnotified_clock_moved.len(),
-        if r.losses_unnotified_clock_moved.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", r.losses_unnotified_clock_moved.join(" "))
-        }
+        listed(&r.losses_unnotified_clock_moved, " ")
     );
     s += &format!(
         "                         writes before the notification={}{}   {}\n",
         r.writes_before_notify.len(),
-        if r.writes_before_notify.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", r.writes_before_notify.join(" "))
-        },
+        listed(&r.writes_before_notify, " "),
         if r.canary { "(measured: careless workers)" } else { verdict(r.writes_before_notify.is_empty()) }
     );
     s += &format!(
@@ -1039,7 +1036,7 @@ pub fn render(r: &Report) -> String {
     s += &format!(
         "workers that exited on their own: {}{}   {}\n",
         r.worker_crashes.len(),
-        if r.worker_crashes.is_empty() { String::new() } else { format!(" ({})", r.worker_crashes.join(", ")) },
+        listed(&r.worker_crashes, ", "),
         verdict(r.worker_crashes.is_empty())
     );
     for ex in &r.false_alarm_examples {
