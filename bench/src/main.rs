@@ -148,9 +148,9 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
             label: "sqlite".into(),
             url: format!("sqlite:{}", dir.join("fencelock.db").display()),
             raw: Baseline::Sqlite(SqliteRaw::new(dir.join("raw.db"))),
-            targets: Targets { gap_abs: Some(Duration::from_millis(5)), ..Targets::default() },
+            targets: Targets { gap_abs: Some(Duration::from_millis(5)), fairness: Some(0.9), ..Targets::default() },
             many: false,
-            orders: false,
+            orders: true,
         };
         let result = bench(&run, &args, &mut misses).await;
         let _ = std::fs::remove_dir_all(&dir);

@@ -158,6 +158,9 @@ pub struct AcquireRequest {
     pub kind: HoldKind,
     /// The candidate's value, for a `Leader` hold; empty for other kinds.
     pub value: Vec<u8>,
+    /// Whether the call waits when the lock is busy (`false` for a `try_lock`), so a backend with a waiter queue
+    /// only queues calls that will wait.
+    pub waits: bool,
 }
 
 impl AcquireRequest {

@@ -109,6 +109,7 @@ impl<'a> Call<'a> {
             fair: self.opts.fair,
             kind: self.kind,
             value: self.value.to_vec(),
+            waits: !self.once,
         };
         let place: SharedPlace = Arc::new(Mutex::new(Some(place)));
         let (lent, cleaner, undos) = (place.clone(), inner.clone(), self.undos.clone());

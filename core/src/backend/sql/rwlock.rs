@@ -174,7 +174,15 @@ mod tests {
 
     fn req(holder: &str, kind: HoldKind) -> AcquireRequest {
         let ttl = Duration::from_millis(100);
-        AcquireRequest { name: "L".into(), holder: holder.into(), ttl, fair: None, kind, value: Vec::new() }
+        AcquireRequest {
+            name: "L".into(),
+            holder: holder.into(),
+            ttl,
+            fair: None,
+            kind,
+            value: Vec::new(),
+            waits: true,
+        }
     }
 
     fn row(mode: i64, holder: &str, expires_at: i64, token: i64) -> HoldRow {

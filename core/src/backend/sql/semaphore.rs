@@ -159,6 +159,7 @@ mod tests {
             fair: None,
             kind,
             value: Vec::new(),
+            waits: true,
         };
         decide_take(&SQLITE, &req, permits, Head { a: stored, b: stored, now: 1_000 }, rows).1.map(|p| p.outcome)
     }

@@ -1,6 +1,12 @@
 //! `sqlite:PATH`: the embedded default, the table algorithm of [`super`] on a file that several processes on
 //! one host share. Every step is one statement, so SQLite's own locking makes it atomic; times are this host's clock
 //! in unix µs, and a new file seeds the fence counter from it, so tokens never go backwards while the file lives.
+//!
+//! Mutex waiters queue in the file (`queue.rs`), so hand-off is first come, first served across processes, and
+//! every waiter is woken by a release in its own process or by a commit to the file in another (`wakes.rs`).
+
+mod queue;
+mod wakes;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -10,20 +16,22 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use tokio::time::Instant;
 
+use self::wakes::Wakes;
 use super::{
     Head, HoldRow, Param, SQLITE, Script, Write, abandon_script, holder_ttl, is_hold, lock_info, micros,
     release_script, renew_script, semaphore, stored_token, take_script,
 };
 use crate::backend::record::{RecordAttempt, Records};
 use crate::backend::{
-    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
-    permits_mismatch, unix_micros,
+    AcquireRequest, Attempt, Backend, Busy, Capability, Grant, HoldKind, LockInfo, Pending, Undo, fenced, lock_lost,
+    not_held, permits_mismatch, unix_micros,
 };
 use crate::error::{Error, Result};
 use crate::mutant;
 use crate::options::ClientOptions;
 
-// Free, expired or already ours (a grant whose reply was lost) → take it with the next token.
+// Free, expired or already ours (a grant whose reply was lost) → take it with the next token, whoever waits
+// (`fair(false)`; `queue::ACQUIRE_IN_TURN` is the fair one).
 const ACQUIRE: &str = "
     INSERT INTO fencelock_locks (name, holder, count, expires_at, fence) VALUES (?1, ?2, 1, ?3 + ?4, ?3)
     ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, count = 1, expires_at = excluded.expires_at,
@@ -40,6 +48,10 @@ static FENCE_FLOOR: LazyLock<String> = LazyLock::new(|| SQLITE.fence_floor());
 /// automatic checkpoints are off, so that no statement run inline pays a checkpoint's fsync).
 const CHECKPOINT_EVERY: u64 = 1000;
 
+/// The first and the longest pause before a statement that found the file busy runs again.
+const BUSY_PAUSE_MIN: Duration = Duration::from_micros(50);
+const BUSY_PAUSE_MAX: Duration = Duration::from_millis(8);
+
 /// The embedded SQLite backend.
 #[derive(Debug)]
 pub(crate) struct SqliteBackend {
@@ -50,6 +62,26 @@ pub(crate) struct SqliteBackend {
     busy_deadline: Duration,
     // Statements run so far, for `CHECKPOINT_EVERY`.
     runs: AtomicU64,
+    wakes: Arc<Wakes>,
+}
+
+/// What one acquire keeps between its attempts.
+#[derive(Debug, Default)]
+pub(crate) struct Waiting {
+    /// A waiting writer's mark of this attempt may be in the file (read-write locks).
+    marked: bool,
+    /// The attempt has a place in the mutex's queue, to refresh at this instant.
+    refresh_at: Option<Instant>,
+    /// The file's wake-ups when the last attempt began.
+    seen: u64,
+}
+
+/// How long a wait lasts at most without a wake-up: a backstop, since every release wakes the waiters.
+const WAIT_SLICE: Duration = queue::REFRESH;
+
+/// Whether `req` waits in the mutex's queue: a mutex acquire that did not ask for `fair(false)`.
+fn queues(req: &AcquireRequest) -> bool {
+    req.kind == HoldKind::Exclusive && req.fair != Some(false)
 }
 
 /// Runs a hold script (`super::Script`) in one `BEGIN IMMEDIATE` transaction, which has the file to itself from its
@@ -119,6 +151,7 @@ impl SqliteBackend {
             url,
             busy_deadline: opts.connect_timeout,
             runs: AtomicU64::new(0),
+            wakes: Wakes::of(path),
         };
         // WAL lets readers and one writer overlap; switching needs an exclusive moment, so it is retried on BUSY.
         backend
@@ -127,6 +160,7 @@ impl SqliteBackend {
                 c.pragma_update(None, "synchronous", "NORMAL")?;
                 c.pragma_update(None, "wal_autocheckpoint", 0)?;
                 c.execute_batch(&SQLITE.schema())?;
+                c.execute_batch(queue::SCHEMA)?;
                 c.execute(&SQLITE.epoch("?1"), params![unix_micros() as i64]).map(drop)
             })
             .await?;
@@ -162,10 +196,14 @@ impl SqliteBackend {
         let deadline = Instant::now() + self.busy_deadline;
         let url = self.url.clone();
         tokio::task::spawn_blocking(move || {
+            // Another connection's write transaction on this file is one or two statements long: look again soon,
+            // and back off (jittered, doubling up to BUSY_PAUSE_MAX) only while it stays busy.
+            let mut pause = BUSY_PAUSE_MIN;
             let done = loop {
                 match f(&conn) {
                     Err(e) if is_busy(&e) && Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(rand::random_range(1..10)));
+                        std::thread::sleep(pause.mul_f64(rand::random_range(0.5..1.5)));
+                        pause = (pause * 2).min(BUSY_PAUSE_MAX);
                     }
                     Err(e) if is_busy(&e) => break Err(Error::unavailable(format!("{url}: database busy: {e}"))),
                     Err(e) => break Err(Error::internal(format!("{url}: {e}"))),
@@ -188,13 +226,18 @@ impl Backend for SqliteBackend {
     fn capability(&self) -> Capability {
         Capability {
             fencing: true,
+            // Woken by releases and file changes, but found by a read of the file's change counter: not native.
             native_wait: false,
-            fair: false,
+            fair: true,
             session_bound: false,
             rw_lock: true,
             semaphore: true,
             election: true,
         }
+    }
+
+    fn fair_choice(&self) -> bool {
+        true
     }
 
     fn describe(&self) -> &str {
@@ -227,6 +270,7 @@ impl Backend for SqliteBackend {
     async fn release(&self, grant: &Grant) -> Result<()> {
         if is_hold(grant.kind) {
             let (_, n) = self.script(release_script(&SQLITE, grant)).await?;
+            self.wakes.wake();
             return if n == 1 { Ok(()) } else { Err(not_held(grant, &self.url)) };
         }
         if mutant::active("release_skips_holder_check") {
@@ -243,7 +287,12 @@ impl Backend for SqliteBackend {
                 .execute(params![name, holder, token, unix_micros() as i64])
             })
             .await?;
-        if n == 1 { Ok(()) } else { Err(not_held(grant, &self.url)) }
+        if n == 1 {
+            self.wakes.wake();
+            Ok(())
+        } else {
+            Err(not_held(grant, &self.url))
+        }
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
@@ -257,19 +306,26 @@ impl Backend for SqliteBackend {
                 .execute(params![name, unix_micros() as i64])
             })
             .await?;
+        if n > 0 {
+            self.wakes.wake();
+        }
         Ok(n > 0)
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
         let name = name.to_string();
-        let row = self
+        let (row, waiters) = self
             .run(move |c| {
-                c.prepare_cached("SELECT holder, expires_at - ?2, fence FROM fencelock_locks WHERE name = ?1")?
-                    .query_row(params![name, unix_micros() as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                    .optional()
+                let now = unix_micros() as i64;
+                let row = c
+                    .prepare_cached("SELECT holder, expires_at - ?2, fence FROM fencelock_locks WHERE name = ?1")?
+                    .query_row(params![name, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .optional()?;
+                let waiters: i64 = c.prepare_cached(queue::COUNT)?.query_row(params![name, now], |r| r.get(0))?;
+                Ok((row, waiters))
             })
             .await?;
-        Ok(lock_info(row))
+        Ok(LockInfo { waiters: Some(waiters as u64), ..lock_info(row) })
     }
 
     async fn available(&self, name: &str, permits: u32) -> Result<u32> {
@@ -310,24 +366,45 @@ impl Backend for SqliteBackend {
 
 #[async_trait]
 impl Records for SqliteBackend {
-    /// Whether a waiting writer's mark of this attempt may be in the file.
-    type Waiter = bool;
+    type Waiter = Waiting;
 
-    async fn take(&self, req: &AcquireRequest, marked: &mut bool) -> Result<Attempt> {
+    async fn take(&self, req: &AcquireRequest, waiting: &mut Waiting) -> Result<Attempt> {
+        waiting.seen = self.wakes.generation();
         if is_hold(req.kind) {
             let (plan, _) = self.script(take_script(&SQLITE, req)).await?;
             let plan = plan?;
-            *marked = plan.marked;
+            waiting.marked = plan.marked;
             return plan.attempt(req, &self.url);
         }
         let (name, holder, ttl) = (req.name.clone(), req.holder.clone(), micros(req.ttl));
+        let acquire: &'static str = if queues(req) { &queue::ACQUIRE_IN_TURN } else { ACQUIRE };
+        let queued = waiting.refresh_at.is_some();
+        // A call that will wait takes its place with its busy answer, so a release right after it already counts it.
+        let join = req.waits && queues(req) && waiting.refresh_at.is_none_or(|t| Instant::now() >= t);
+        if join {
+            // Set before the write: an acquire cancelled during it still leaves the queue in its abandon.
+            waiting.refresh_at = Some(Instant::now() + queue::REFRESH);
+        }
         let outcome = self
             .run(move |c| {
                 let now = unix_micros() as i64;
-                let token: Option<i64> =
-                    c.prepare_cached(ACQUIRE)?.query_row(params![name, holder, now, ttl], |r| r.get(0)).optional()?;
+                // Every waiter wakes at every release; only the first in line goes on to the write.
+                let mine = !queued || c.prepare_cached(&queue::MY_TURN)?.exists(params![name, holder, now])?;
+                let token: Option<i64> = match mine {
+                    true => c
+                        .prepare_cached(acquire)?
+                        .query_row(params![name, holder, now, ttl], |r| r.get(0))
+                        .optional()?,
+                    false => None,
+                };
                 if let Some(t) = token {
+                    if queued || join {
+                        c.prepare_cached(queue::LEAVE)?.execute(params![name, holder])?;
+                    }
                     return Ok(Ok(t as u64));
+                }
+                if join {
+                    queue::join(c, &name, &holder, now)?;
                 }
                 let left: Option<i64> = c
                     .prepare_cached("SELECT expires_at - ?2 FROM fencelock_locks WHERE name = ?1")?
@@ -337,27 +414,57 @@ impl Records for SqliteBackend {
             })
             .await?;
         Ok(match outcome {
-            Ok(token) => Attempt::Acquired(req.grant(token, None)),
+            Ok(token) => {
+                waiting.refresh_at = None;
+                Attempt::Acquired(req.grant(token, None))
+            }
             Err(holder_ttl) => Attempt::Busy(Busy { holder_ttl }),
         })
     }
 
-    fn left_behind(marked: &bool) -> bool {
-        *marked
+    /// Refreshes the queue place of a mutex waiter when due, then sleeps until a wake-up, the holder's expiry, the
+    /// refresh, the deadline or the wait slice, whichever comes first.
+    async fn wait_free(
+        &self,
+        req: &AcquireRequest,
+        busy: &Busy,
+        waiting: &mut Waiting,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let now = Instant::now();
+        if queues(req) && waiting.refresh_at.is_some_and(|t| now >= t) {
+            let (name, holder) = (req.name.clone(), req.holder.clone());
+            waiting.refresh_at = Some(now + queue::REFRESH);
+            self.run(move |c| queue::join(c, &name, &holder, unix_micros() as i64)).await?;
+        }
+        let until = [busy.holder_ttl.map(|t| now + t), deadline, waiting.refresh_at]
+            .into_iter()
+            .flatten()
+            .fold(now + WAIT_SLICE, Instant::min);
+        self.wakes.wait_until(waiting.seen, until).await;
+        Ok(())
+    }
+
+    fn left_behind(waiting: &Waiting) -> bool {
+        waiting.marked || waiting.refresh_at.is_some()
     }
 
     async fn abandon(&self, req: &AcquireRequest) -> Result<()> {
         if is_hold(req.kind) {
-            return self.script(abandon_script(&SQLITE, req)).await.map(drop);
+            self.script(abandon_script(&SQLITE, req)).await?;
+            self.wakes.wake();
+            return Ok(());
         }
         let (name, holder) = (req.name.clone(), req.holder.clone());
         self.run(move |c| {
             c.prepare_cached(
                 "UPDATE fencelock_locks SET holder = NULL, count = 0, expires_at = 0 WHERE name = ?1 AND holder = ?2",
             )?
-            .execute(params![name, holder])
+            .execute(params![name, holder])?;
+            c.prepare_cached(queue::LEAVE)?.execute(params![name, holder])
         })
         .await?;
+        self.wakes.wake();
         Ok(())
     }
 }
