@@ -359,8 +359,8 @@ def test_lost_wait_takes_timeouts_as_threading_event_does(client: fencelock.Clie
 
 
 def test_fair_reaches_the_backend(sqlite_url: str, name: str) -> None:
-    # SQLite's waiters race: asking for arrival order is refused, by lock, try_lock and mutex alike.
-    with fencelock.connect(sqlite_url) as client:
+    # The memory backend's waiters race: asking for arrival order is refused, by lock, try_lock and mutex alike.
+    with fencelock.connect(f"memory://{name}") as client:
         with pytest.raises(fencelock.Unsupported, match="arrival order"):
             client.lock(name, fair=True)
         with pytest.raises(fencelock.Unsupported):
@@ -370,3 +370,9 @@ def test_fair_reaches_the_backend(sqlite_url: str, name: str) -> None:
         with client.lock(name, fair=False):
             assert client.inspect(name).holder is not None
         assert client.inspect(name).holder is None
+    # SQLite queues its waiters: both orders are served.
+    with fencelock.connect(sqlite_url) as client:
+        with client.lock(name, fair=True):
+            pass
+        with client.lock(name, fair=False):
+            pass

@@ -209,22 +209,26 @@ static void connect_timeout(void) {
     close(fd);
 }
 
-/* The wait order reaches the backend: SQLite's waiters race, so arrival order is refused there and nothing is left
- * held; Redis serves both orders; a zeroed field keeps the backend's default everywhere. */
+/* The wait order reaches the backend: the memory backend's waiters race, so arrival order is refused there and
+ * nothing is left held; SQLite and Redis serve both orders; a zeroed field keeps the backend's default everywhere. */
 static void fair_option(const char *url) {
     fencelock_client *c = NULL;
-    CHECK_STATUS(fencelock_client_connect(url, &c), FENCELOCK_OK);
-    if (!c) return;
     fencelock_lease *l = NULL;
     fencelock_lock_options o = fencelock_lock_options_default();
     o.timeout_ms = 2000;
     o.fair = 1;
-    if (strncmp(url, "sqlite:", 7) == 0) {
+    CHECK_STATUS(fencelock_client_connect("memory://fair-option", &c), FENCELOCK_OK);
+    if (c) {
         CHECK_STATUS(fencelock_lock(c, "fair", &o, &l), FENCELOCK_UNSUPPORTED);
         CHECK_ERROR_MENTIONS("arrival order");
         CHECK_STATUS(fencelock_try_lock(c, "fair", &o, &l), FENCELOCK_UNSUPPORTED);
         CHECK(l == NULL);
-    } else if (strncmp(url, "redis://", 8) == 0) {
+        fencelock_client_free(c);
+        c = NULL;
+    }
+    CHECK_STATUS(fencelock_client_connect(url, &c), FENCELOCK_OK);
+    if (!c) return;
+    if (strncmp(url, "sqlite:", 7) == 0 || strncmp(url, "redis://", 8) == 0) {
         CHECK_STATUS(fencelock_lock(c, "fair", &o, &l), FENCELOCK_OK);
         CHECK_STATUS(fencelock_lease_release(l), FENCELOCK_OK);
         fencelock_lease_free(l);

@@ -160,7 +160,7 @@ pub(super) fn lock_info(row: Option<(Option<String>, i64, i64)>) -> LockInfo {
         holder: holder.filter(|_| live),
         remaining: live.then(|| Duration::from_micros(left as u64)),
         last_token: Some(fence as u64),
-        // SQL backends poll: no waiter table to count.
+        // PostgreSQL and MySQL keep no waiter table to count; SQLite's backend fills it in from its queue.
         waiters: None,
     }
 }
