@@ -390,12 +390,10 @@ impl Records for SqliteBackend {
                 let now = unix_micros() as i64;
                 // Every waiter wakes at every release; only the first in line goes on to the write.
                 let mine = !queued || c.prepare_cached(&queue::MY_TURN)?.exists(params![name, holder, now])?;
-                let token: Option<i64> = match mine {
-                    true => c
-                        .prepare_cached(acquire)?
-                        .query_row(params![name, holder, now, ttl], |r| r.get(0))
-                        .optional()?,
-                    false => None,
+                let token: Option<i64> = if mine {
+                    c.prepare_cached(acquire)?.query_row(params![name, holder, now, ttl], |r| r.get(0)).optional()?
+                } else {
+                    None
                 };
                 if let Some(t) = token {
                     if queued || join {
@@ -422,21 +420,16 @@ impl Records for SqliteBackend {
         })
     }
 
-    /// Refreshes the queue place of a mutex waiter when due, then sleeps until a wake-up, the holder's expiry, the
+    /// Sleeps (the queue place was taken or refreshed by the attempt before) until a wake-up, the holder's expiry, the
     /// refresh, the deadline or the wait slice, whichever comes first.
     async fn wait_free(
         &self,
-        req: &AcquireRequest,
+        _req: &AcquireRequest,
         busy: &Busy,
         waiting: &mut Waiting,
         deadline: Option<Instant>,
     ) -> Result<()> {
         let now = Instant::now();
-        if queues(req) && waiting.refresh_at.is_some_and(|t| now >= t) {
-            let (name, holder) = (req.name.clone(), req.holder.clone());
-            waiting.refresh_at = Some(now + queue::REFRESH);
-            self.run(move |c| queue::join(c, &name, &holder, unix_micros() as i64)).await?;
-        }
         let until = [busy.holder_ttl.map(|t| now + t), deadline, waiting.refresh_at]
             .into_iter()
             .flatten()
