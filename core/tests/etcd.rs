@@ -224,7 +224,8 @@ async fn a_leader_elected_by_etcdctl_excludes_fencelock() {
     let leader = election.leader().await.unwrap().expect("etcdctl's candidate leads");
     assert_eq!(leader.value, b"from-etcdctl");
     let kv = etcd.raw.keys(&format!("{name}/")).await.unwrap().remove(0);
-    assert_eq!(leader.term, kv.create_revision as u64, "the term is the leader key's create revision");
+    let term = etcd.raw.epoch().await.unwrap() + kv.create_revision as u64;
+    assert_eq!(leader.term, term, "the term is the epoch plus the leader key's create revision");
 
     let waiting = {
         let election = election.clone();
@@ -266,6 +267,49 @@ async fn etcdctl_sees_a_fencelock_leader_and_waits_for_it() {
     assert!(leader.term > won.term());
     interrupt(candidate).await;
     etcd.assert_clean().await;
+}
+
+/// etcd's data lost (a member back with a blank disk): the register and every key are gone and revisions start
+/// again at 1, yet the register refuses the tokens of before (they lie below the new epoch), and tokens keep rising.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_register_refuses_tokens_from_before_a_loss_of_the_data() {
+    if !support::own_etcd::installed() {
+        return;
+    }
+    let mut server = support::own_etcd::OwnEtcd::spawn().await;
+    let client = Client::connect(&server.url()).await.unwrap();
+    let opts = LockOptions::default().watchdog(false);
+    let first = client.lock("reg", &opts).await.unwrap();
+    let older = first.fence();
+    first.release().await.unwrap();
+    let newer = client.lock("reg", &opts).await.unwrap().fence();
+    let register = client.fence("reg-register");
+    register.write(newer, b"newer").await.unwrap();
+    assert_eq!(register.write(older, b"stale").await.unwrap_err().kind(), ErrorKind::Fenced);
+    let before = server.raw().epoch().await.unwrap();
+
+    server.lose_data().await;
+    assert!(server.raw().keys("fencelock/").await.unwrap().is_empty(), "the restarted member kept data");
+    for (token, who) in [(older, "the deposed holder"), (newer, "the holder whose key the loss took")] {
+        // The first call after the restart may find the old connection dead (and remake it): a few tries.
+        let mut tries = 0;
+        let err = loop {
+            tries += 1;
+            match register.write(token, b"after the loss").await {
+                Err(e) if e.kind() == ErrorKind::Unavailable && tries < 5 => continue,
+                other => break other.expect_err(&format!("{who}'s token {token} was accepted")),
+            }
+        };
+        assert_eq!(err.kind(), ErrorKind::Fenced, "{who}: {err}");
+        assert!(err.message().contains("registers refuse tokens from before a loss of data"), "{err}");
+    }
+    // The client's lease died with the data: the next acquire takes a new one, in the new epoch.
+    let after = client.lock("reg", &opts).await.unwrap();
+    assert!(server.raw().epoch().await.unwrap() > before, "the loss began no new epoch");
+    assert!(after.fence() > newer, "{} <= {newer}", after.fence());
+    register.write(after.fence(), b"after").await.unwrap();
+    assert_eq!(register.read().await.unwrap(), (after.fence(), b"after".to_vec()));
+    after.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -359,16 +403,18 @@ async fn read_and_write_keys_follow_the_rwmutex_recipe_layout() {
     let key = String::from_utf8(keys[0].key.clone()).unwrap();
     assert!(key.starts_with(&format!("{name}/read/")), "{key}");
     assert!(keys[0].lease != 0 && !keys[0].value.is_empty(), "on the lease, the holder id as value");
-    // The first reader of a run starts the epoch: its record is empty, and its create revision is the token.
+    // The first reader of a run starts the epoch: its record is empty, and its create revision makes the token
+    // (added to the keyspace's epoch, as every etcd revision is).
+    let base = etcd.raw.epoch().await.unwrap();
     let record = etcd.raw.keys(&records).await.unwrap();
     assert_eq!(record.len(), 1);
     assert_eq!(record[0].key, format!("{records}{}", nanos_in(&key)).into_bytes());
-    assert_eq!((record[0].value.as_slice(), record[0].create_revision as u64), (&b""[..], first.fence()));
+    assert_eq!((record[0].value.as_slice(), base + record[0].create_revision as u64), (&b""[..], first.fence()));
 
     let second = b.rw_lock(&name).read(&opts).await.unwrap();
     assert_eq!(second.fence(), first.fence(), "readers of one run share the epoch");
     let record = etcd.raw.keys(&records).await.unwrap();
-    assert_eq!(record[1].value, first.fence().to_string().into_bytes(), "a later reader copies the epoch");
+    assert_eq!(record[1].value, (first.fence() - base).to_string().into_bytes(), "a later reader copies the epoch");
 
     let writer = {
         let (c, name) = (c.clone(), name.clone());
@@ -441,7 +487,8 @@ async fn semaphore_keys_follow_the_documented_layout_and_waiters_are_served_in_o
     let slots = etcd.raw.keys(&format!("{name}/sem/slot/")).await.unwrap();
     let expect = |lease: &fencelock::Lease| format!("{name}/sem/slot/{}", lease.slot().unwrap()).into_bytes();
     assert_eq!(slots.iter().map(|kv| kv.key.clone()).collect::<Vec<_>>(), [expect(&p), expect(&q)]);
-    assert_eq!(slots[0].create_revision as u64, p.fence(), "a slot's token is its key's create revision");
+    let token = etcd.raw.epoch().await.unwrap() + slots[0].create_revision as u64;
+    assert_eq!(token, p.fence(), "a slot's token is the epoch plus its key's create revision");
     assert!(slots.iter().all(|kv| kv.lease != 0));
     assert_eq!(etcd.raw.keys(&config).await.unwrap()[0].value, b"2");
 

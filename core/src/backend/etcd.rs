@@ -3,8 +3,9 @@
 //! `etcdctl lock <name>`, Go's `concurrency.Mutex` and fencelock exclude each other.
 //!
 //! - Each waiter writes one key, `<name>/<lease id in hex>`, empty, attached to its client's lease for that TTL
-//!   (see `session.rs`). Keys queue by create revision: the owner is the key with the smallest one, and its create
-//!   revision is the fence token (etcd revisions only rise).
+//!   (see `session.rs`). Keys queue by create revision: the owner is the key with the smallest one. Its fence token
+//!   is the keyspace's epoch plus that create revision (`epoch.rs`): revisions only rise, and the epoch keeps
+//!   tokens rising, and registers refusing old ones, when etcd loses its data.
 //! - Acquire is one Txn: create our key if absent, and read the first-created key under `<name>/`.
 //! - A waiter watches only its predecessor, the key created just before its own, until that key is deleted, then
 //!   runs the Txn again. The Txn compares the owner with our key as it is now, so a waiter whose key vanished while
@@ -20,12 +21,13 @@
 //! semaphores a layout of fencelock's own (`<name>/sem/…`, see `semaphore.rs`). Both live under `<name>/` like the
 //! mutex's keys, as the recipes' do: use one name for one kind of lock.
 //!
-//! Files: `session.rs` (the kept leases), `attempt.rs` (one mutex acquire's queue key), `rwlock.rs` and
+//! Files: `session.rs` (the kept leases), `epoch.rs` (the base of tokens), `attempt.rs` (one mutex acquire's queue key), `rwlock.rs` and
 //! `semaphore.rs` (their acquires, releases and layouts), `deletes.rs` (deletes of our keys in flight), `ops.rs` (the
 //! KV requests and their replies), `rpc.rs` (the gRPC API with failover).
 
 mod attempt;
 mod deletes;
+mod epoch;
 mod ops;
 mod rpc;
 mod rwlock;
@@ -37,12 +39,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use fencelock_proto::etcdserverpb::{RangeResponse, response_op};
 use fencelock_proto::mvccpb::event::EventType;
 use tonic::Code;
 use url::form_urlencoded;
 
 use self::attempt::EtcdAttempt;
 use self::deletes::{Deletes, delete_own};
+use self::epoch::{EPOCH_KEY, Epoch};
 use self::rpc::{Credentials, EtcdError, Rpc, Settings, describe};
 use self::rwlock::RwAttempt;
 use self::secure::{causes, tls_config};
@@ -177,7 +181,7 @@ fn is_lease_not_found(e: &EtcdError) -> bool {
 fn holds(kv: &fencelock_proto::mvccpb::KeyValue, grant: &Grant) -> bool {
     match grant.kind {
         HoldKind::Read | HoldKind::Write => kv.value == grant.holder.as_bytes(),
-        _ => kv.create_revision as u64 == grant.token && kv.value == grant.holder.as_bytes(),
+        _ => kv.create_revision == grant.revision && kv.value == grant.holder.as_bytes(),
     }
 }
 
@@ -295,29 +299,49 @@ impl EtcdBackend {
         self.err(e.unwrap_or_else(|| EtcdError::unavailable("the watch stream ended")))
     }
 
+    /// The first-created key under lock `name` (with the count of all its keys) and the epoch, read together so
+    /// that a token derived from the key belongs to its data life.
+    async fn owner(&self, name: &str) -> Result<(RangeResponse, Epoch)> {
+        let read =
+            ops::txn(Vec::new(), vec![ops::read(ops::first_created(&prefix_of(name))), epoch::read()], Vec::new());
+        let mut resp = self.rpc.txn(read).await.map_err(|e| self.err(e))?;
+        let epoch = epoch::of(&self.rpc, &ops::kvs(&mut resp, 1)).await.map_err(|e| self.err(e))?;
+        let owner = match resp.responses.swap_remove(0).response {
+            Some(response_op::Response::ResponseRange(range)) => range,
+            _ => RangeResponse::default(),
+        };
+        Ok((owner, epoch))
+    }
+
+    /// Writes `value` under `token` to register `key` if no higher token wrote it and the token belongs to the
+    /// current data life: at or above its epoch, which a register lost with the data is seeded with (`epoch.rs`).
     async fn fence_put(&self, key: &str, token: u64, value: &[u8]) -> Result<()> {
         let stored = encode_register(token, value);
         let resource = &key[FENCE_PREFIX.len()..];
-        let mut current = self.rpc.range(ops::get(key)).await.map_err(|e| self.err(e))?.kvs;
-        // Compare-and-swap on ModRevision; a lost race re-reads in the same Txn and tries again.
+        let reads = || vec![ops::read(ops::get(key)), epoch::read()];
+        let mut resp = self.rpc.txn(ops::txn(Vec::new(), reads(), Vec::new())).await.map_err(|e| self.err(e))?;
+        // Compare-and-swap on the register's ModRevision and the epoch's CreateRevision; a lost race re-reads
+        // both in the same Txn and tries again.
         loop {
+            let current = ops::kvs(&mut resp, 0);
+            let epoch = epoch::of(&self.rpc, &ops::kvs(&mut resp, 1)).await.map_err(|e| self.err(e))?;
             let seen = current.first().map_or(0, |kv| kv.mod_revision);
+            let mut least = epoch.base;
             if let Some(kv) = current.first() {
-                let highest = decode_register(&format!("{}: fence register {key}", self.url), &kv.value)?.0;
-                if highest > token {
-                    return Err(fenced(resource, &self.url, token, highest));
-                }
+                least = least.max(decode_register(&format!("{}: fence register {key}", self.url), &kv.value)?.0);
+            }
+            if token < least {
+                return Err(fenced(resource, &self.url, token, least));
             }
             let txn = ops::txn(
-                vec![ops::modified_at(key, seen)],
+                vec![ops::modified_at(key, seen), ops::created_at(EPOCH_KEY, epoch.rev)],
                 vec![ops::put(key, stored.clone(), 0)],
-                vec![ops::read(ops::get(key))],
+                reads(),
             );
-            let mut resp = self.rpc.txn(txn).await.map_err(|e| self.err(e))?;
+            resp = self.rpc.txn(txn).await.map_err(|e| self.err(e))?;
             if resp.succeeded {
                 return Ok(());
             }
-            current = ops::kvs(&mut resp, 0);
         }
     }
 }
@@ -351,10 +375,8 @@ impl Backend for EtcdBackend {
                 let (found, refresh) =
                     tokio::join!(self.rpc.range(ops::get(key)), session.refresh(self.request_timeout));
                 let found = found.map_err(|e| self.err(e))?;
-                let ours = found
-                    .kvs
-                    .first()
-                    .is_some_and(|kv| kv.lease == session.id && kv.create_revision as u64 == grant.token);
+                let ours =
+                    found.kvs.first().is_some_and(|kv| kv.lease == session.id && kv.create_revision == grant.revision);
                 (ours, (session, refresh))
             }
             // A read-write or semaphore key names no lease: the key read tells which one to refresh.
@@ -390,7 +412,7 @@ impl Backend for EtcdBackend {
             _ => {}
         }
         let Some(key) = grant.key.as_deref() else { return Err(not_held(grant, &self.url)) };
-        let deleted = self.deletes.start(key).run(self.rpc.clone(), grant.token as i64, &self.tasks).await;
+        let deleted = self.deletes.start(key).run(self.rpc.clone(), grant.revision, &self.tasks).await;
         if deleted.map_err(|e| self.err(e))? { Ok(()) } else { Err(not_held(grant, &self.url)) }
     }
 
@@ -402,10 +424,10 @@ impl Backend for EtcdBackend {
     }
 
     async fn inspect(&self, name: &str) -> Result<LockInfo> {
-        let owner = self.rpc.range(ops::first_created(&prefix_of(name))).await.map_err(|e| self.err(e))?;
+        let (mut owner, epoch) = self.owner(name).await?;
         // A range's count is of every key under the prefix, whatever its limit: the holder and those behind it.
         let waiters = Some(owner.count.saturating_sub(1).max(0) as u64);
-        let Some(kv) = owner.kvs.into_iter().next() else {
+        let Some(kv) = owner.kvs.pop() else {
             return Ok(LockInfo { holder: None, remaining: None, last_token: None, waiters });
         };
         let remaining = match kv.lease {
@@ -418,7 +440,7 @@ impl Backend for EtcdBackend {
         Ok(LockInfo {
             holder: Some(String::from_utf8_lossy(&kv.key).into_owned()),
             remaining,
-            last_token: Some(kv.create_revision as u64),
+            last_token: Some(epoch.token(kv.create_revision)),
             waiters,
         })
     }
@@ -431,18 +453,18 @@ impl Backend for EtcdBackend {
         true
     }
 
-    /// `concurrency.Election`'s leader: the first-created key under the name, its value, and its create revision
-    /// as the term.
+    /// `concurrency.Election`'s leader: the first-created key under the name, its value, and its token (the
+    /// epoch plus its create revision) as the term.
     async fn leader(&self, name: &str) -> Result<Option<Leader>> {
-        let owner = self.rpc.range(ops::first_created(&prefix_of(name))).await.map_err(|e| self.err(e))?;
-        Ok(owner.kvs.into_iter().next().map(|kv| Leader { value: kv.value, term: kv.create_revision as u64 }))
+        let (owner, epoch) = self.owner(name).await?;
+        Ok(owner.kvs.into_iter().next().map(|kv| Leader { term: epoch.token(kv.create_revision), value: kv.value }))
     }
 
     /// `concurrency.Election.Proclaim`: a put of our key on its lease, only while its create revision is our term.
     async fn proclaim(&self, grant: &Grant, value: &[u8]) -> Result<()> {
         let Some((key, session)) = self.session_of(grant).await else { return Err(lock_lost(grant, &self.url)) };
         let txn = ops::txn(
-            vec![ops::created_at(&key, grant.token as i64)],
+            vec![ops::created_at(&key, grant.revision)],
             vec![ops::put(&key, value.to_vec(), session.id)],
             Vec::new(),
         );

@@ -167,7 +167,7 @@ impl AcquireRequest {
     /// The grant of this request with `token`, and the backend's own `key` for the record if it has one.
     pub fn grant(&self, token: u64, key: Option<String>) -> Grant {
         let (name, holder) = (self.name.clone(), self.holder.clone());
-        Grant { name, holder, token, key, kind: self.kind, slot: None, ttl: self.ttl }
+        Grant { name, holder, token, key, kind: self.kind, slot: None, ttl: self.ttl, revision: 0 }
     }
 }
 
@@ -189,9 +189,18 @@ pub struct Grant {
     /// The TTL the grant was taken with. A session-bound backend keeps the record on its session of this TTL, so
     /// a renewal may not change it there.
     pub ttl: Duration,
+    /// The backend's own version of the record where the token is derived from it rather than equal to it (etcd:
+    /// the key's create revision, the token being the keyspace's epoch plus it); 0 elsewhere.
+    pub revision: i64,
 }
 
 impl Grant {
+    /// This grant, its record at `revision`.
+    pub fn at_revision(mut self, revision: i64) -> Grant {
+        self.revision = revision;
+        self
+    }
+
     /// This grant in semaphore slot `slot`.
     pub fn in_slot(mut self, slot: u32) -> Grant {
         self.slot = Some(slot);

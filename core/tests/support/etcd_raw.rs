@@ -54,6 +54,13 @@ impl Raw {
         Ok(self.range(range).await?.kvs)
     }
 
+    /// The keyspace's epoch, which fencelock's tokens add revisions to: `fencelock/epoch`, in unix µs.
+    pub async fn epoch(&self) -> Result<u64, Status> {
+        let found = self.range(RangeRequest { key: "fencelock/epoch".into(), ..Default::default() }).await?;
+        let kv = found.kvs.first().ok_or_else(|| Status::not_found("fencelock/epoch is not set"))?;
+        String::from_utf8_lossy(&kv.value).parse().map_err(|_| Status::internal("fencelock/epoch is no number"))
+    }
+
     /// How many keys lie under `prefix`, and the revision of that count.
     pub async fn count(&self, prefix: &str) -> Result<(i64, i64), Status> {
         let range = RangeRequest {

@@ -14,6 +14,7 @@ pub fn sqlite_url(prefix: &str) -> String {
 
 pub mod etcd_raw;
 pub mod members;
+pub mod own_etcd;
 pub mod own_redis;
 pub mod redis_tls;
 pub mod secured;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+use super::epoch::Epoch;
 use super::rpc::EtcdError;
 use super::{EtcdBackend, is_lease_not_found, key_of, ops, prefix_of};
 use crate::backend::{AcquireRequest, Attempt, Backoff, Busy, Doubt, Pending, Undo};
@@ -64,12 +65,12 @@ impl EtcdAttempt {
     }
 
     /// Held if our key is the first created under the name; it then belongs to the lease, not to this attempt.
-    fn outcome(&mut self, mine: i64, owner: i64) -> Attempt {
+    fn outcome(&mut self, mine: i64, owner: i64, epoch: Epoch) -> Attempt {
         if mine == 0 || owner != mine {
             return Attempt::Busy(Busy::default());
         }
         let key = self.queued.take().map(|q| q.key);
-        Attempt::Acquired(self.req.grant(mine as u64, key))
+        Attempt::Acquired(self.req.grant(epoch.token(mine), key).at_revision(mine))
     }
 
     /// One attempt; a lease that expired under us (keepalives cut off) is forgotten and the key queued again on a
@@ -81,7 +82,7 @@ impl EtcdAttempt {
             let session = backend.leases.for_ttl(self.req.ttl).await.map_err(|e| backend.err(e))?;
             self.queue_under(key_of(&self.req.name, session.id)).await;
             match self.standing(session.id).await {
-                Ok((mine, owner)) => return Ok(self.outcome(mine, owner)),
+                Ok((mine, owner)) => return Ok(self.outcome(mine, owner, session.epoch)),
                 Err(e) if is_lease_not_found(&e) && !renewed_lease => {
                     backend.leases.forget(session.id).await;
                     renewed_lease = true;

@@ -17,7 +17,7 @@
 //!   epoch of a record it found (the value), or, finding none, starts an epoch whose token is its record's own create
 //!   revision (an empty value). Records lie outside `<name>/`, where the recipe's writers would wait for them.
 //!   Tokens rise: holds that exclude each other are parted by a delete, and each token is a revision read or
-//!   written after every delete before it.
+//!   written after every delete before it. (A grant's token is that revision plus the keyspace's epoch, `epoch.rs`.)
 //!
 //! An uncontended read is two round trips (queue, record) plus the release; a write one plus the release.
 
@@ -242,7 +242,7 @@ impl RwAttempt {
                 }
             };
             let key = self.queued.take().map(|q| q.key);
-            return Ok(Attempt::Acquired(self.req.grant(token as u64, key)));
+            return Ok(Attempt::Acquired(self.req.grant(session.epoch.token(token), key).at_revision(token)));
         }
     }
 

@@ -9,7 +9,7 @@
 //! - `<name>/sem/slot/<k>`, k in 0…N−1: a permit, on the holder's lease, value the holder id. A waiter with `r`
 //!   waiters ahead may take the r-th free slot (so waiters ahead are served first and concurrent takers pick
 //!   different slots) in one Txn: create the slot if absent, delete its waiter key, compare N. The slot's token is
-//!   its key's create revision, which rises every time the slot changes hands.
+//!   the keyspace's epoch (`epoch.rs`) plus its key's create revision, which rises every time the slot changes hands.
 //! - A waiter watches `<name>/sem/` from its look on, counting what brings it nearer (a slot freed, a waiter ahead
 //!   gone without taking one), and looks again only when enough did: a freed slot wakes one waiter, not all.
 //!
@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use super::attempt::wait_out;
 use super::deletes::{delete_keys, delete_own};
+use super::epoch::Epoch;
 use super::rpc::EtcdError;
 use super::{EtcdBackend, HoldKey, is_lease_not_found, ops, unique_key};
 use crate::backend::{AcquireRequest, Attempt, Busy, Doubt, Grant, Pending, Undo, not_held, permits_mismatch};
@@ -163,7 +164,7 @@ impl SemAttempt {
     }
 
     /// Takes `slot` if it is still free, our waiter key still stands and N still holds. The grant, or `None`.
-    async fn take(&mut self, slot: u32, look: &Look, rewrite: bool) -> Result<Option<Grant>> {
+    async fn take(&mut self, slot: u32, look: &Look, rewrite: bool, epoch: Epoch) -> Result<Option<Grant>> {
         let Some(q) = self.waiter.as_ref() else { return Ok(None) };
         let name = &self.req.name;
         let (key, config) = (slot_key(name, slot), config_key(name));
@@ -186,8 +187,8 @@ impl SemAttempt {
             return Ok(None);
         }
         self.waiter = None;
-        let token = ops::revision(resp.header.as_ref()) as u64;
-        Ok(Some(self.req.grant(token, Some(key)).in_slot(slot)))
+        let rev = ops::revision(resp.header.as_ref());
+        Ok(Some(self.req.grant(epoch.token(rev), Some(key)).at_revision(rev).in_slot(slot)))
     }
 
     /// A slot this attempt took by a Txn whose reply was lost.
@@ -225,10 +226,10 @@ impl SemAttempt {
                 Some((n, _)) => n != self.permits,
                 None => false,
             };
-            if let Some((slot, token)) = self.taken(&look, session.id) {
+            if let Some((slot, rev)) = self.taken(&look, session.id) {
                 self.undo_entry(false);
-                let key = slot_key(&self.req.name, slot);
-                return Ok(Attempt::Acquired(self.req.grant(token as u64, Some(key)).in_slot(slot)));
+                let grant = self.req.grant(session.epoch.token(rev), Some(slot_key(&self.req.name, slot)));
+                return Ok(Attempt::Acquired(grant.at_revision(rev).in_slot(slot)));
             }
             let slots = slots_of(&self.req.name);
             let held: HashSet<u32> = look.slots.iter().filter_map(|kv| slot_in(&kv.key, &slots)).collect();
@@ -238,7 +239,7 @@ impl SemAttempt {
                 (self.need, self.at) = ((rank - free.len() + 1) as i64, look.at);
                 return Ok(Attempt::Busy(Busy::default()));
             }
-            match self.take(free[rank], &look, rewrite).await? {
+            match self.take(free[rank], &look, rewrite, session.epoch).await? {
                 Some(grant) => return Ok(Attempt::Acquired(grant)),
                 None if tries < TAKE_TRIES => tries += 1,
                 // Others keep taking the slots we saw free: the engine's next attempt looks again at once.
@@ -344,7 +345,7 @@ impl Drop for SemAttempt {
 /// Releases a permit: deletes its slot key if it is still the one made at the grant.
 pub(super) async fn release(backend: &EtcdBackend, grant: &Grant) -> Result<()> {
     let Some(key) = grant.key.clone() else { return Err(not_held(grant, &backend.url)) };
-    let mine = vec![ops::created_at(&key, grant.token as i64)];
+    let mine = vec![ops::created_at(&key, grant.revision)];
     let deleted =
         delete_keys(backend.rpc.clone(), mine, vec![key], &backend.tasks).await.map_err(|e| backend.err(e))?;
     if deleted { Ok(()) } else { Err(not_held(grant, &backend.url)) }

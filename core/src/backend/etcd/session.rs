@@ -12,6 +12,7 @@ use tokio::sync::{Mutex, Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::epoch::{self, Epoch};
 use super::rpc::{EtcdError, KeepAlive, Rpc, describe};
 use crate::backend::Backoff;
 use fencelock_proto::etcdserverpb::LeaseKeepAliveRequest;
@@ -28,6 +29,8 @@ struct Beat {
 /// One granted lease and its keepalive task; dropping it stops the keepalives.
 pub(super) struct KeptLease {
     pub(super) id: i64,
+    /// The keyspace's epoch, read after the grant: the base of every token made on this lease (see `epoch.rs`).
+    pub(super) epoch: Epoch,
     beat: Arc<Beat>,
     task: JoinHandle<()>,
 }
@@ -106,11 +109,13 @@ impl KeptLeases {
         }
         let sent = Instant::now();
         let granted = self.rpc.grant(secs).await?;
+        // After the grant: a lease does not outlive a loss of the data, so the epoch read is of the lease's life.
+        let epoch = epoch::ensure(&self.rpc).await?;
         // The server may raise a TTL below its minimum; keepalives follow what it granted.
         let period = Duration::from_secs(granted.ttl.max(1) as u64) / 3;
         let beat = Arc::new(Beat { acked: watch::Sender::new(Some(sent)), poke: Notify::new() });
         let task = tokio::spawn(keep_alive(self.rpc.clone(), granted.id, period, beat.clone()));
-        let session = Arc::new(KeptLease { id: granted.id, beat, task });
+        let session = Arc::new(KeptLease { id: granted.id, epoch, beat, task });
         map.insert(secs, session.clone());
         Ok(session)
     }
