@@ -258,7 +258,8 @@ impl Hold {
         Err(self.error(
             ErrorKind::InvalidArgument,
             format!(
-                "cannot renew with a TTL of {ttl:?}: this backend keeps the hold on the client's session of the TTL                  it was taken with ({taken:?}); renew without a TTL, or release and lock again with the new one"
+                "cannot renew with a TTL of {ttl:?}: this backend keeps the hold on the client's session of the TTL \
+                 it was taken with ({taken:?}); renew without a TTL, or release and lock again with the new one"
             ),
         ))
     }

@@ -136,6 +136,70 @@ async fn a_release_wakes_a_waiter_long_before_the_ttl() {
     db.finish().await;
 }
 
+/// A raw connection LISTENing on lock `name`'s channel: the payloads of its notifications, in commit order.
+async fn notifications(
+    url: &str,
+    name: &str,
+) -> (tokio_postgres::Client, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let (client, mut conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(Ok(message)) = std::future::poll_fn(|cx| conn.poll_message(cx)).await {
+            if let tokio_postgres::AsyncMessage::Notification(n) = message {
+                let _ = tx.send(n.payload().to_string());
+            }
+        }
+    });
+    let listen: String = client.query_one("SELECT 'LISTEN fencelock_' || md5($1)", &[&name]).await.unwrap().get(0);
+    client.batch_execute(&listen).await.unwrap();
+    (client, rx)
+}
+
+/// The payload of the next notification, which a `marker` sent after the step under test bounds: notifications
+/// arrive in commit order, so a release that notified shows up before the marker.
+async fn next_before(
+    raw: &tokio_postgres::Client,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    name: &str,
+) -> String {
+    raw.execute("SELECT pg_notify('fencelock_' || md5($1), 'marker')", &[&name]).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a notification").unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_notifies_only_when_someone_waits() {
+    let Some(db) = TestDb::create().await else {
+        return;
+    };
+    let (a, b) = (Client::connect(&db.url).await.unwrap(), Client::connect(&db.url).await.unwrap());
+    let (raw, mut rx) = notifications(&db.url, "hint").await;
+    let opts = LockOptions::default().ttl(Duration::from_secs(30));
+    // Uncontended, and contended only by a try_lock, which does not wait: no NOTIFY.
+    let first = a.lock("hint", &opts).await.unwrap();
+    assert!(b.try_lock("hint", &opts).await.unwrap().is_none());
+    first.release().await.unwrap();
+    assert_eq!(next_before(&raw, &mut rx, "hint").await, "marker", "a release nobody waited for notified");
+    // A waiting acquire raises the hint: the release notifies it.
+    let second = a.lock("hint", &opts).await.unwrap();
+    let waiting = tokio::spawn(async move {
+        let lease = b.lock("hint", &LockOptions::default().timeout(Duration::from_secs(20))).await.unwrap();
+        lease.release().await.unwrap();
+        b
+    });
+    listener_pid(&db.sql().await, "hint", Some(raw_pid(&raw).await)).await;
+    second.release().await.unwrap();
+    let b = waiting.await.unwrap();
+    assert_eq!(next_before(&raw, &mut rx, "hint").await, "", "the release a waiter waited for sent no NOTIFY");
+    a.close().await;
+    b.close().await;
+    db.finish().await;
+}
+
+/// The backend pid of `client`'s connection.
+async fn raw_pid(client: &tokio_postgres::Client) -> i32 {
+    client.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_survives_losing_its_listening_connection() {
     let Some(db) = TestDb::create().await else {

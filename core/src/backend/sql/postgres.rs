@@ -4,8 +4,10 @@
 //! row after release, and a new row is seeded from the server clock in µs, so tokens keep rising.
 //!
 //! Release notifies the channel `fencelock_<md5 hex of the name>` (SQL: `'fencelock_' || md5(name)`) in the same
-//! statement, so the notification is sent exactly when the release commits. Waiters LISTEN on one connection per
-//! client; a notification they miss costs at most the holder's remaining TTL, the bound every wait uses.
+//! statement, so the notification is sent exactly when the release commits, and only while the row's `wake_until`
+//! says a waiter may listen: a busy acquire that will wait raises it to the holder's expiry, the end of its wait.
+//! An uncontended release therefore sends nothing. Waiters LISTEN on one connection per client; a notification
+//! they miss costs at most the holder's remaining TTL, the bound every wait uses.
 //!
 //! Read-write locks and semaphores (`super::rwlock`, `super::semaphore`) run their scripts as transactions on a
 //! third connection of their own, one at a time: a transaction cannot share the pipelined command connection. An
@@ -71,29 +73,53 @@ macro_rules! now_us {
 /// advisory lock lets one connection at a time in: concurrent `CREATE TABLE IF NOT EXISTS` can still collide in
 /// the catalog with a unique violation. The key is "fenceloc" in ASCII.
 fn schema() -> String {
-    format!("SELECT pg_advisory_xact_lock(7378424937698848611);{};{}", POSTGRES.schema(), POSTGRES.epoch(now_us!()))
+    format!(
+        "SELECT pg_advisory_xact_lock(7378424937698848611);{};{WAKE_COLUMN};{}",
+        POSTGRES.schema(),
+        POSTGRES.epoch(now_us!())
+    )
 }
+
+/// The waiters' hint, PostgreSQL's alone (the other dialects never read it): unix µs until which some waiter waits
+/// for the row's release, so `FREE` pays for `pg_notify` only while one may listen. Added to tables of earlier
+/// versions too.
+const WAKE_COLUMN: &str = "ALTER TABLE fencelock_locks ADD COLUMN IF NOT EXISTS wake_until bigint NOT NULL DEFAULT 0";
 
 // Creating needs the CREATE privilege even when the tables exist, so look first: a user who may only read and
 // write them still connects.
 const SCHEMA_EXISTS: &str = "SELECT to_regclass('fencelock_locks') IS NOT NULL
     AND to_regclass('fencelock_fences') IS NOT NULL AND to_regclass('fencelock_epoch') IS NOT NULL
     AND to_regclass('fencelock_rwlocks') IS NOT NULL AND to_regclass('fencelock_rwholds') IS NOT NULL
-    AND to_regclass('fencelock_semaphores') IS NOT NULL AND to_regclass('fencelock_slots') IS NOT NULL";
+    AND to_regclass('fencelock_semaphores') IS NOT NULL AND to_regclass('fencelock_slots') IS NOT NULL
+    AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('fencelock_locks')
+        AND attname = 'wake_until' AND NOT attisdropped)";
 
 // Free, expired or already ours (a grant whose reply was lost) → take it with the next token. Busy → the holder's
-// remaining µs, from the statement's snapshot (NULL if the holder's row is newer than it: then the caller's default
-// bound applies). $1 name, $2 holder, $3 ttl µs → (token or NULL, remaining µs).
+// remaining µs. A caller that will wait ($4) raises the row's `wake_until` to the holder's expiry, the end of its
+// wait, in the same write, so a release before then notifies it; a `try_lock` writes nothing when busy (its
+// remaining µs then come from the statement's snapshot, NULL if the holder's row is newer: the caller's default
+// bound applies). $1 name, $2 holder, $3 ttl µs, $4 waits → (token or NULL, remaining µs).
 const ACQUIRE: &str = with_now!(
     "
     , took AS (
         INSERT INTO fencelock_locks AS l (name, holder, count, expires_at, fence)
         SELECT $1, $2, 1, us + $3, us FROM now
-        ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, count = 1, expires_at = excluded.expires_at,
-            fence = l.fence + 1
-        WHERE l.holder IS NULL OR l.expires_at <= (SELECT us FROM now) OR l.holder = excluded.holder
-        RETURNING fence)
-    SELECT (SELECT fence FROM took), (SELECT expires_at - us FROM fencelock_locks, now WHERE name = $1)"
+        ON CONFLICT (name) DO UPDATE SET
+            holder = CASE WHEN l.holder IS NULL OR l.expires_at <= (SELECT us FROM now) OR l.holder = excluded.holder
+                THEN excluded.holder ELSE l.holder END,
+            count = CASE WHEN l.holder IS NULL OR l.expires_at <= (SELECT us FROM now) OR l.holder = excluded.holder
+                THEN 1 ELSE l.count END,
+            expires_at = CASE WHEN l.holder IS NULL OR l.expires_at <= (SELECT us FROM now)
+                OR l.holder = excluded.holder THEN excluded.expires_at ELSE l.expires_at END,
+            fence = CASE WHEN l.holder IS NULL OR l.expires_at <= (SELECT us FROM now) OR l.holder = excluded.holder
+                THEN l.fence + 1 ELSE l.fence END,
+            wake_until = CASE WHEN l.holder IS NULL OR l.expires_at <= (SELECT us FROM now)
+                OR l.holder = excluded.holder THEN l.wake_until ELSE greatest(l.wake_until, l.expires_at) END
+        WHERE $4 OR l.holder IS NULL OR l.expires_at <= (SELECT us FROM now) OR l.holder = excluded.holder
+        RETURNING l.holder = $2 AS ours, fence, expires_at)
+    SELECT (SELECT fence FROM took WHERE ours),
+        coalesce((SELECT expires_at - us FROM took, now WHERE NOT ours),
+            (SELECT expires_at - us FROM fencelock_locks, now WHERE name = $1 AND NOT EXISTS (SELECT FROM took)))"
 );
 
 // $1 name, $2 holder, $3 fence, $4 ttl µs. One row if extended; none if no longer ours.
@@ -104,19 +130,20 @@ const RENEW: &str = with_now!(
 );
 
 // Release, abandon and force-release in one: frees the record if held, and by $2/$3 when given (NULL matches any),
-// then notifies channel $4. The row is locked before it is read, so `live` is its state when freed (an UPDATE's
-// RETURNING only sees the new row). $1 name, $2 holder, $3 fence, $4 channel → one row (live) if freed.
+// then notifies channel $4 if a waiter's hint has not passed. The row is locked before it is read, so `live` is its
+// state when freed (an UPDATE's RETURNING only sees the new row). The hint stays: a waiter that subscribed after
+// this release still waits on it. $1 name, $2 holder, $3 fence, $4 channel → one row (live) if freed.
 const FREE: &str = with_now!(
     "
     , target AS (
-        SELECT name, expires_at > now.us AS live FROM fencelock_locks, now
+        SELECT name, expires_at > now.us AS live, wake_until > now.us AS awaited FROM fencelock_locks, now
         WHERE name = $1 AND holder IS NOT NULL AND holder = coalesce($2, holder) AND fence = coalesce($3, fence)
         FOR UPDATE OF fencelock_locks)
     , freed AS (
         UPDATE fencelock_locks l SET holder = NULL, count = 0, expires_at = 0 FROM target
         WHERE l.name = target.name
-        RETURNING target.live)
-    SELECT live, pg_notify($4, '') FROM freed"
+        RETURNING target.live, target.awaited)
+    SELECT live, CASE WHEN awaited THEN pg_notify($4, '') END FROM freed"
 );
 
 // $1 name → (holder, remaining µs, fence).
@@ -521,7 +548,8 @@ impl Records for PostgresBackend {
             return plan.attempt(req, &self.url);
         }
         let s = self.session().await?;
-        let row = self.call(&s, s.client.query_one(&s.acquire, &[&req.name, &req.holder, &micros(req.ttl)])).await?;
+        let params = [&req.name as _, &req.holder as _, &micros(req.ttl) as _, &req.waits as _];
+        let row = self.call(&s, s.client.query_one(&s.acquire, &params)).await?;
         Ok(match col::<Option<i64>>(&row, 0)? {
             Some(token) => Attempt::Acquired(req.grant(token as u64, None)),
             None => Attempt::Busy(Busy { holder_ttl: holder_ttl(col(&row, 1)?) }),
