@@ -186,7 +186,8 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
             Which::Sqlite | Which::Memory | Which::All | Which::Fencelockd => unreachable!("not a server backend"),
         };
         let orders = which == Which::Redis;
-        let run = Run { label: name.into(), url: url.to_string(), raw, targets, many, orders };
+        let own = if which == Which::Postgres { plaintext_postgres(url) } else { url.to_string() };
+        let run = Run { label: name.into(), url: own, raw, targets, many, orders };
         bench(&run, &args, &mut misses).await?;
         match which {
             Which::Redis => {
@@ -201,6 +202,17 @@ async fn main_inner(args: Args) -> BoxResult<usize> {
         }
     }
     Ok(misses)
+}
+
+/// `url` with `sslmode=disable` unless it names a mode: the raw baseline's connection is plaintext, and
+/// fencelock's default (`prefer`, as libpq's) would encrypt on a server that offers TLS, measuring rustls rather
+/// than the backend. With `sslmode=` given, fencelock uses it and the comparison is the user's to read.
+fn plaintext_postgres(url: &str) -> String {
+    if url.contains("sslmode=") {
+        return url.to_string();
+    }
+    let joint = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{joint}sslmode=disable")
 }
 
 #[tokio::main]

@@ -291,17 +291,7 @@ async fn a_register_refuses_tokens_from_before_a_loss_of_the_data() {
     server.lose_data().await;
     assert!(server.raw().keys("fencelock/").await.unwrap().is_empty(), "the restarted member kept data");
     for (token, who) in [(older, "the deposed holder"), (newer, "the holder whose key the loss took")] {
-        // The first call after the restart may find the old connection dead (and remake it): a few tries.
-        let mut tries = 0;
-        let err = loop {
-            tries += 1;
-            match register.write(token, b"after the loss").await {
-                Err(e) if e.kind() == ErrorKind::Unavailable && tries < 5 => continue,
-                other => break other.expect_err(&format!("{who}'s token {token} was accepted")),
-            }
-        };
-        assert_eq!(err.kind(), ErrorKind::Fenced, "{who}: {err}");
-        assert!(err.message().contains("registers refuse tokens from before a loss of data"), "{err}");
+        support::refused_after_loss(&register, token, who).await;
     }
     // The client's lease died with the data: the next acquire takes a new one, in the new epoch.
     let after = client.lock("reg", &opts).await.unwrap();

@@ -729,17 +729,7 @@ async fn a_register_refuses_tokens_from_before_a_restart_that_lost_it() {
     server.kill().await.unwrap();
     let _server = support::own_redis::spawn(port).await;
     for (token, who) in [(older, "the deposed holder"), (newer, "the holder whose record the restart lost")] {
-        // The first call after the restart may find the old connection dead (and remake it): a few tries.
-        let mut tries = 0;
-        let err = loop {
-            tries += 1;
-            match register.write(token, b"after the restart").await {
-                Err(e) if e.kind() == ErrorKind::Unavailable && tries < 5 => continue,
-                other => break other.expect_err(&format!("{who}'s token {token} was accepted")),
-            }
-        };
-        assert_eq!(err.kind(), ErrorKind::Fenced, "{who}: {err}");
-        assert!(err.message().contains("registers refuse tokens from before a loss of data"), "{err}");
+        support::refused_after_loss(&register, token, who).await;
     }
     support::own_redis::past_first_second(port).await;
     let after = client.lock("reg", &opts).await.unwrap();

@@ -74,7 +74,9 @@ impl Baseline {
             Baseline::Etcd(_) => "Txn (put with lease if CreateRevision == 0) + Delete, lease granted once".into(),
             Baseline::Zk(_) => "create EPHEMERAL_SEQUENTIAL + delete, one session".into(),
             Baseline::Postgres(_) => {
-                "prepared INSERT … ON CONFLICT DO UPDATE … RETURNING + UPDATE, one connection, table bench_raw".into()
+                "prepared INSERT … ON CONFLICT DO UPDATE … RETURNING + UPDATE, one connection, table bench_raw; both \
+                 sides plaintext"
+                    .into()
             }
             Baseline::Mysql(_) => {
                 "prepared INSERT … ON DUPLICATE KEY UPDATE (token via LAST_INSERT_ID) + UPDATE, one connection, \

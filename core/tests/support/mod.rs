@@ -12,6 +12,32 @@ pub fn sqlite_url(prefix: &str) -> String {
     format!("sqlite:{}", dir.join("locks.db").display())
 }
 
+/// The refusal of `token` (`who`'s) by `register` after its server lost the register: the first calls after a
+/// restart may find the old connection dead (and remake it), so an `Unavailable` is tried again, a few times.
+/// Panics if the write is accepted or refused for another reason than the loss.
+pub async fn refused_after_loss(register: &fencelock::Fence, token: u64, who: &str) {
+    let mut tries = 0;
+    let err = loop {
+        tries += 1;
+        match register.write(token, b"after the loss").await {
+            Err(e) if e.kind() == fencelock::ErrorKind::Unavailable && tries < 5 => continue,
+            other => break other.expect_err(&format!("{who}'s token {token} was accepted")),
+        }
+    };
+    assert_eq!(err.kind(), fencelock::ErrorKind::Fenced, "{who}: {err}");
+    assert!(err.message().contains("registers refuse tokens from before a loss of data"), "{err}");
+}
+
+/// Whether `program` runs (`--version`); without it a test skips with a note, unless FENCELOCK_REQUIRE_SERVICES=1.
+pub fn installed(program: &str) -> bool {
+    if std::process::Command::new(program).arg("--version").output().is_ok() {
+        return true;
+    }
+    assert_ne!(std::env::var("FENCELOCK_REQUIRE_SERVICES").as_deref(), Ok("1"), "{program} is not installed");
+    skipped(&format!("{program} is not installed"));
+    false
+}
+
 pub mod etcd_raw;
 pub mod members;
 pub mod own_etcd;

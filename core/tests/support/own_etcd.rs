@@ -14,14 +14,9 @@ use super::own_redis::free_port;
 /// How long a start may take.
 const BOUND: Duration = Duration::from_secs(20);
 
-/// Whether etcd is installed; without it a test skips with a note, unless FENCELOCK_REQUIRE_SERVICES=1.
+/// Whether etcd is installed (see [`super::installed`]).
 pub fn installed() -> bool {
-    if std::process::Command::new("etcd").arg("--version").output().is_ok() {
-        return true;
-    }
-    assert_ne!(std::env::var("FENCELOCK_REQUIRE_SERVICES").as_deref(), Ok("1"), "etcd is not installed");
-    super::skipped("etcd is not installed");
-    false
+    super::installed("etcd")
 }
 
 /// The member: its process, ports and data dir (removed on drop).

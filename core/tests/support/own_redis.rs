@@ -7,14 +7,9 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// Whether redis-server is installed; without it a test skips with a note, unless FENCELOCK_REQUIRE_SERVICES=1.
+/// Whether redis-server is installed (see [`super::installed`]).
 pub fn installed() -> bool {
-    if std::process::Command::new("redis-server").arg("--version").output().is_ok() {
-        return true;
-    }
-    assert_ne!(std::env::var("FENCELOCK_REQUIRE_SERVICES").as_deref(), Ok("1"), "redis-server is not installed");
-    super::skipped("redis-server is not installed");
-    false
+    super::installed("redis-server")
 }
 
 pub fn free_port() -> u16 {
