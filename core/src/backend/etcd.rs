@@ -275,15 +275,27 @@ impl EtcdBackend {
         Some((key, session))
     }
 
-    /// Waits until `key` is deleted at a revision after `after`, or its watch ends.
+    /// Waits until `key`, as read at revision `after`, is deleted, or its watch ends.
+    ///
+    /// The watch starts at the current revision, not at `after + 1`: etcd serves a watch that starts in the past
+    /// ("unsynced") from a loop that runs every 100 ms, which put ~90 ms into the hand-off's p99 whenever any write
+    /// came between the look and the watch. A delete in that gap is caught instead by reading the key again once
+    /// the watch stands, when the store moved past `after` meanwhile.
     async fn watch_delete(&self, key: &[u8], after: i64) -> Result<()> {
-        let (endpoint, mut stream) = self.rpc.watch(key, after + 1).await.map_err(|e| self.err(e))?;
+        let (endpoint, mut stream) = self.rpc.watch(key, 0).await.map_err(|e| self.err(e))?;
         let deleted = |r: &fencelock_proto::etcdserverpb::WatchResponse| {
             r.events.iter().any(|e| e.r#type == EventType::Delete as i32)
         };
         loop {
             match stream.message().await {
                 Ok(Some(resp)) if resp.canceled || deleted(&resp) => return Ok(()),
+                Ok(Some(resp)) if resp.created && ops::revision(resp.header.as_ref()) > after => {
+                    let found = self.rpc.range(ops::get(key)).await.map_err(|e| self.err(e))?;
+                    // Gone, or another key of the same name made since the look: the waiter looks again.
+                    if !found.kvs.first().is_some_and(|kv| kv.create_revision <= after) {
+                        return Ok(());
+                    }
+                }
                 Ok(Some(_)) => {}
                 Ok(None) => return Err(self.broken_watch(endpoint, None)),
                 Err(e) => return Err(self.broken_watch(endpoint, Some(e))),
