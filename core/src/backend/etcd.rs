@@ -292,7 +292,7 @@ impl EtcdBackend {
                 Ok(Some(resp)) if resp.created && ops::revision(resp.header.as_ref()) > after => {
                     let found = self.rpc.range(ops::get(key)).await.map_err(|e| self.err(e))?;
                     // Gone, or another key of the same name made since the look: the waiter looks again.
-                    if !found.kvs.first().is_some_and(|kv| kv.create_revision <= after) {
+                    if found.kvs.first().is_none_or(|kv| kv.create_revision > after) {
                         return Ok(());
                     }
                 }
