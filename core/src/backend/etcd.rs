@@ -21,7 +21,8 @@
 //! semaphores a layout of fencelock's own (`<name>/sem/…`, see `semaphore.rs`). Both live under `<name>/` like the
 //! mutex's keys, as the recipes' do: use one name for one kind of lock.
 //!
-//! Files: `session.rs` (the kept leases), `epoch.rs` (the base of tokens), `attempt.rs` (one mutex acquire's queue key), `rwlock.rs` and
+//! Files: `session.rs` (the kept leases), `epoch.rs` (the base of tokens), `watches.rs` (waiters' shared
+//! watches), `attempt.rs` (one mutex acquire's queue key), `rwlock.rs` and
 //! `semaphore.rs` (their acquires, releases and layouts), `deletes.rs` (deletes of our keys in flight), `ops.rs` (the
 //! KV requests and their replies), `rpc.rs` (the gRPC API with failover).
 
@@ -34,13 +35,14 @@ mod rwlock;
 mod secure;
 mod semaphore;
 mod session;
+mod watches;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use fencelock_proto::etcdserverpb::{RangeResponse, response_op};
-use fencelock_proto::mvccpb::event::EventType;
+use tokio::sync::broadcast;
 use tonic::Code;
 use url::form_urlencoded;
 
@@ -52,6 +54,7 @@ use self::rwlock::RwAttempt;
 use self::secure::{causes, tls_config};
 use self::semaphore::SemAttempt;
 use self::session::{KeptLease, KeptLeases, Refresh};
+use self::watches::{Feed, Watches};
 use super::tls::TlsFiles;
 use super::{
     AcquireRequest, Backend, Capability, Grant, HoldKind, Leader, LockInfo, Pending, Undo, fenced, lock_lost, not_held,
@@ -190,6 +193,7 @@ fn holds(kv: &fencelock_proto::mvccpb::KeyValue, grant: &Grant) -> bool {
 pub(crate) struct EtcdBackend {
     rpc: Arc<Rpc>,
     leases: KeptLeases,
+    watches: Arc<Watches>,
     deletes: Arc<Deletes>,
     tasks: Tasks,
     url: String,
@@ -223,6 +227,7 @@ impl EtcdBackend {
         }
         Ok(EtcdBackend {
             leases: KeptLeases::new(rpc.clone()),
+            watches: Arc::default(),
             rpc,
             deletes: Arc::default(),
             tasks: tasks.clone(),
@@ -275,32 +280,46 @@ impl EtcdBackend {
         Some((key, session))
     }
 
-    /// Waits until `key`, as read at revision `after`, is deleted, or its watch ends.
-    ///
-    /// The watch starts at the current revision, not at `after + 1`: etcd serves a watch that starts in the past
-    /// ("unsynced") from a loop that runs every 100 ms, which put ~90 ms into the hand-off's p99 whenever any write
-    /// came between the look and the watch. A delete in that gap is caught instead by reading the key again once
-    /// the watch stands, when the store moved past `after` meanwhile.
-    async fn watch_delete(&self, key: &[u8], after: i64) -> Result<()> {
-        let (endpoint, mut stream) = self.rpc.watch(key, 0).await.map_err(|e| self.err(e))?;
-        let deleted = |r: &fencelock_proto::etcdserverpb::WatchResponse| {
-            r.events.iter().any(|e| e.r#type == EventType::Delete as i32)
-        };
+    /// A feed of the deletes under `prefix`, on the client's shared watch of it (`watches.rs`). Subscribe before
+    /// reading what to wait for: every delete after that read is in the feed.
+    async fn deletes_under(&self, prefix: &str) -> Result<Feed> {
+        self.watches.subscribe(&self.rpc, prefix).await.map_err(|e| self.err(e))
+    }
+
+    /// Waits until `key`, which stood at revision `at`, is deleted after it, or the watch behind `feed` ends.
+    async fn deleted(&self, mut feed: Feed, key: &[u8], at: i64) -> Result<()> {
         loop {
-            match stream.message().await {
-                Ok(Some(resp)) if resp.canceled || deleted(&resp) => return Ok(()),
-                Ok(Some(resp)) if resp.created && ops::revision(resp.header.as_ref()) > after => {
-                    let found = self.rpc.range(ops::get(key)).await.map_err(|e| self.err(e))?;
-                    // Gone, or another key of the same name made since the look: the waiter looks again.
-                    if found.kvs.first().is_none_or(|kv| kv.create_revision > after) {
-                        return Ok(());
-                    }
+            match feed.recv().await {
+                Ok(d) if d.key == key && d.rev > at => return Ok(()),
+                Ok(_) => {}
+                // Deletes were dropped: look again rather than risk having missed ours.
+                Err(broadcast::error::RecvError::Lagged(_)) => return Ok(()),
+                Err(broadcast::error::RecvError::Closed) => {
+                    return Err(self.err(EtcdError::unavailable("the watch stream ended")));
                 }
-                Ok(Some(_)) => {}
-                Ok(None) => return Err(self.broken_watch(endpoint, None)),
-                Err(e) => return Err(self.broken_watch(endpoint, Some(e))),
             }
         }
+    }
+
+    /// Waits until `key`, as a look at revision `after` found it, is deleted: read again once subscribed, since the
+    /// look came before the subscription.
+    async fn watch_delete(&self, name: &str, key: &[u8], after: i64) -> Result<()> {
+        // The name's keys share the name's watch; a key outside them (a read-write lock's grant record) shares
+        // the watch of its directory, which is the name's too.
+        let lock = prefix_of(name);
+        let text = String::from_utf8_lossy(key);
+        let prefix = match text.rfind('/') {
+            _ if text.starts_with(&lock) => lock.as_str(),
+            Some(i) => &text[..=i],
+            None => &text,
+        };
+        let feed = self.deletes_under(prefix).await?;
+        let found = self.rpc.range(ops::get(key)).await.map_err(|e| self.err(e))?;
+        // Gone, or another key of the same name made since the look: the waiter looks again.
+        if found.kvs.first().is_none_or(|kv| kv.create_revision > after) {
+            return Ok(());
+        }
+        self.deleted(feed, key, ops::revision(found.header.as_ref())).await
     }
 
     /// A watch stream that broke: its endpoint loses the preference and the waiter gets `Unavailable`, so that
@@ -498,6 +517,7 @@ impl Backend for EtcdBackend {
     }
 
     async fn close(&self) {
+        self.watches.close().await;
         self.leases.revoke_all().await;
     }
 }

@@ -120,12 +120,13 @@ impl Pending for EtcdAttempt {
         let backend = &self.backend;
         let prefix = prefix_of(&self.req.name);
         let watch_predecessor = || async {
+            let feed = backend.deletes_under(&prefix).await?;
             let found = backend.rpc.range(ops::created_before(&prefix, rev)).await.map_err(|e| backend.err(e))?;
             let at = ops::revision(found.header.as_ref());
             let Some(predecessor) = found.kvs.into_iter().next() else {
                 return Ok(());
             };
-            backend.watch_delete(&predecessor.key, at).await
+            backend.deleted(feed, &predecessor.key, at).await
         };
         wait_out(backend, &self.req.name, deadline, watch_predecessor).await
     }

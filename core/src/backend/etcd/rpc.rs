@@ -305,11 +305,6 @@ impl Rpc {
         .await
     }
 
-    /// A watch of `key` from revision `start`, and the endpoint it runs on.
-    pub(super) async fn watch(&self, key: &[u8], start: i64) -> Result<(usize, Streaming<WatchResponse>), Status> {
-        self.watch_with(WatchCreateRequest { key: key.to_vec(), start_revision: start, ..Default::default() }).await
-    }
-
     /// A watch as `create` asks (a range, previous values), and the endpoint it runs on.
     pub(super) async fn watch_with(
         &self,
@@ -317,8 +312,11 @@ impl Rpc {
     ) -> Result<(usize, Streaming<WatchResponse>), Status> {
         let request = WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) };
         self.call_on(self.request_timeout, |c| {
-            let requests = open_stream(request.clone());
-            async move { c.watch().watch(c.req(requests)).await.map(tonic::Response::into_inner) }
+            let mut requests = c.req(open_stream(request.clone()));
+            // etcd then ends the watch when its member loses the leader, instead of keeping it open and silent
+            // while the rest of the cluster goes on: the waiters watch again elsewhere.
+            requests.metadata_mut().insert("hasleader", AsciiMetadataValue::from_static("true"));
+            async move { c.watch().watch(requests).await.map(tonic::Response::into_inner) }
         })
         .await
     }

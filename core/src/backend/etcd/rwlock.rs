@@ -270,7 +270,7 @@ impl Pending for RwAttempt {
     async fn wait(&mut self, _busy: &Busy, deadline: Option<Instant>) -> Result<()> {
         let Some((key, at)) = self.blocker.take() else { return Ok(()) };
         let backend = &self.backend;
-        wait_out(backend, &self.req.name, deadline, || backend.watch_delete(&key, at)).await
+        wait_out(backend, &self.req.name, deadline, || backend.watch_delete(&self.req.name, &key, at)).await
     }
 }
 
