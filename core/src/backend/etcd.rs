@@ -337,7 +337,7 @@ impl EtcdBackend {
             ops::txn(Vec::new(), vec![ops::read(ops::first_created(&prefix_of(name))), epoch::read()], Vec::new());
         let mut resp = self.rpc.txn(read).await.map_err(|e| self.err(e))?;
         let epoch = epoch::of(&self.rpc, &ops::kvs(&mut resp, 1)).await.map_err(|e| self.err(e))?;
-        let owner = match resp.responses.swap_remove(0).response {
+        let owner = match resp.responses.into_iter().next().and_then(|r| r.response) {
             Some(response_op::Response::ResponseRange(range)) => range,
             _ => RangeResponse::default(),
         };
