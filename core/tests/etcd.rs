@@ -269,6 +269,54 @@ async fn etcdctl_sees_a_fencelock_leader_and_waits_for_it() {
     etcd.assert_clean().await;
 }
 
+/// The number of watchers etcd on `port` serves, from its metrics.
+async fn watchers(port: &str) -> u64 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(format!("127.0.0.1:{port}")).await.unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: etcd\r\n\r\n").await.unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.unwrap();
+    let line = text.lines().find_map(|l| l.strip_prefix("etcd_debugging_mvcc_watcher_total "));
+    line.expect("etcd reports its watchers").trim().parse::<f64>().unwrap() as u64
+}
+
+/// A client's wait opens the name's watch, which outlives the wait: the next wait finds it, caught up (a new
+/// watch may be served late: `watches.rs`), instead of opening another. Closing the client ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_leaves_its_watch_for_the_next() {
+    if !support::own_etcd::installed() {
+        return;
+    }
+    let server = support::own_etcd::OwnEtcd::spawn().await;
+    let url = server.url();
+    let port = url.rsplit(':').next().unwrap().to_string();
+    let (a, b) = (Client::connect(&url).await.unwrap(), Client::connect(&url).await.unwrap());
+    let opts = LockOptions::default();
+    for round in 0..2 {
+        let held = a.lock("shared", &opts).await.unwrap();
+        let waiter = {
+            let b = b.clone();
+            tokio::spawn(async move { b.lock("shared", &LockOptions::default()).await })
+        };
+        let deadline = Instant::now() + BOUND;
+        while watchers(&port).await == 0 {
+            assert!(Instant::now() < deadline, "round {round}: b never watched");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(watchers(&port).await, 1, "round {round}: one watch");
+        held.release().await.unwrap();
+        timeout(BOUND, waiter).await.unwrap().unwrap().unwrap().release().await.unwrap();
+        assert_eq!(watchers(&port).await, 1, "round {round}: the watch outlives the wait");
+    }
+    b.close().await;
+    let deadline = Instant::now() + BOUND;
+    while watchers(&port).await > 0 {
+        assert!(Instant::now() < deadline, "closing the client left its watch open");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    a.close().await;
+}
+
 /// etcd's data lost (a member back with a blank disk): the register and every key are gone and revisions start
 /// again at 1, yet the register refuses the tokens of before (they lie below the new epoch), and tokens keep rising.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

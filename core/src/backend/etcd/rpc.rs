@@ -129,9 +129,19 @@ pub(super) fn describe(e: &Status) -> String {
     format!("{:?}: {}", e.code(), e.message())
 }
 
-/// A stream that sends `first` and then stays open until dropped (etcd ends a watch whose request stream ends).
-fn open_stream<T: Send + 'static>(first: T) -> impl futures::Stream<Item = T> + Send + 'static {
-    stream::once(async move { first }).chain(stream::pending())
+/// A watch's replies, and the request side that keeps it open: dropping it ends the request stream, and etcd ends
+/// a watch whose request stream ends. (Dropping the replies alone leaves the HTTP/2 stream, and the server's
+/// watcher, open for as long as the connection lives.)
+#[derive(Debug)]
+pub(super) struct WatchStream {
+    replies: Streaming<WatchResponse>,
+    _open: mpsc::Sender<WatchRequest>,
+}
+
+impl WatchStream {
+    pub(super) async fn message(&mut self) -> Result<Option<WatchResponse>, Status> {
+        self.replies.message().await
+    }
 }
 
 /// A lease's keepalive stream: requests go out through `send`, acknowledgements come back on `replies`.
@@ -306,17 +316,18 @@ impl Rpc {
     }
 
     /// A watch as `create` asks (a range, previous values), and the endpoint it runs on.
-    pub(super) async fn watch_with(
-        &self,
-        create: WatchCreateRequest,
-    ) -> Result<(usize, Streaming<WatchResponse>), Status> {
+    pub(super) async fn watch_with(&self, create: WatchCreateRequest) -> Result<(usize, WatchStream), Status> {
         let request = WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) };
         self.call_on(self.request_timeout, |c| {
-            let mut requests = c.req(open_stream(request.clone()));
+            let (open, rest) = mpsc::channel(1);
+            let mut requests = c.req(stream::once(futures::future::ready(request.clone())).chain(rest));
             // etcd then ends the watch when its member loses the leader, instead of keeping it open and silent
             // while the rest of the cluster goes on: the waiters watch again elsewhere.
             requests.metadata_mut().insert("hasleader", AsciiMetadataValue::from_static("true"));
-            async move { c.watch().watch(requests).await.map(tonic::Response::into_inner) }
+            async move {
+                let replies = c.watch().watch(requests).await?.into_inner();
+                Ok(WatchStream { replies, _open: open })
+            }
         })
         .await
     }

@@ -22,7 +22,7 @@ use fencelock_proto::prefix_end;
 use tokio::sync::{Mutex, broadcast};
 use tokio::task::JoinHandle;
 
-use super::rpc::{EtcdError, Rpc};
+use super::rpc::{EtcdError, Rpc, WatchStream};
 
 /// How long a watch outlives its last subscriber: long enough for a client that locks again at once to find it.
 const LINGER: Duration = Duration::from_secs(5);
@@ -95,7 +95,7 @@ async fn relay(
     watches: Weak<Watches>,
     rpc: Arc<Rpc>,
     endpoint: usize,
-    mut stream: tonic::Streaming<fencelock_proto::etcdserverpb::WatchResponse>,
+    mut stream: WatchStream,
     feed: broadcast::Sender<Deleted>,
 ) {
     let mut idle = Box::pin(tokio::time::sleep(LINGER));
