@@ -57,8 +57,15 @@ use crate::options::ClientOptions;
 /// statement agrees. `clock_timestamp()`, not `now()`: `now()` is the start of the transaction, which need not be
 /// the start of this statement.
 macro_rules! with_now {
-    ($sql:literal) => {
-        concat!("WITH now AS (SELECT ", now_us!(), " AS us) ", $sql)
+    ($($sql:expr),+ $(,)?) => {
+        concat!("WITH now AS (SELECT ", now_us!(), " AS us) ", $($sql),+)
+    };
+}
+
+/// ACQUIRE's test of the existing row `l` against the insert `excluded`: free, expired or already ours.
+macro_rules! takeable {
+    () => {
+        "(l.holder IS NULL OR l.expires_at <= (SELECT us FROM now) OR l.holder = excluded.holder)"
     };
 }
 
@@ -105,17 +112,24 @@ const ACQUIRE: &str = with_now!(
         INSERT INTO fencelock_locks AS l (name, holder, count, expires_at, fence)
         SELECT $1, $2, 1, us + $3, us FROM now
         ON CONFLICT (name) DO UPDATE SET
-            holder = CASE WHEN l.holder IS NULL OR l.expires_at <= (SELECT us FROM now) OR l.holder = excluded.holder
-                THEN excluded.holder ELSE l.holder END,
-            count = CASE WHEN l.holder IS NULL OR l.expires_at <= (SELECT us FROM now) OR l.holder = excluded.holder
-                THEN 1 ELSE l.count END,
-            expires_at = CASE WHEN l.holder IS NULL OR l.expires_at <= (SELECT us FROM now)
-                OR l.holder = excluded.holder THEN excluded.expires_at ELSE l.expires_at END,
-            fence = CASE WHEN l.holder IS NULL OR l.expires_at <= (SELECT us FROM now) OR l.holder = excluded.holder
-                THEN l.fence + 1 ELSE l.fence END,
-            wake_until = CASE WHEN l.holder IS NULL OR l.expires_at <= (SELECT us FROM now)
-                OR l.holder = excluded.holder THEN l.wake_until ELSE greatest(l.wake_until, l.expires_at) END
-        WHERE $4 OR l.holder IS NULL OR l.expires_at <= (SELECT us FROM now) OR l.holder = excluded.holder
+            holder = CASE WHEN ",
+    takeable!(),
+    " THEN excluded.holder ELSE l.holder END,
+            count = CASE WHEN ",
+    takeable!(),
+    " THEN 1 ELSE l.count END,
+            expires_at = CASE WHEN ",
+    takeable!(),
+    " THEN excluded.expires_at ELSE l.expires_at END,
+            fence = CASE WHEN ",
+    takeable!(),
+    " THEN l.fence + 1 ELSE l.fence END,
+            wake_until = CASE WHEN ",
+    takeable!(),
+    " THEN l.wake_until ELSE greatest(l.wake_until, l.expires_at) END
+        WHERE $4 OR ",
+    takeable!(),
+    "
         RETURNING l.holder = $2 AS ours, fence, expires_at)
     SELECT (SELECT fence FROM took WHERE ours),
         coalesce((SELECT expires_at - us FROM took, now WHERE NOT ours),
